@@ -1,0 +1,8 @@
+"""Workers: backends, sandboxes and Ray pools that run graphs and compare their outputs.
+
+Knows nothing of seeds or mutations: it takes a variant payload (workers.ir) and a list of
+backend specs, and returns one RunOutcome per backend.
+"""
+import logging
+
+log = logging.getLogger("gapfuzz.workers")

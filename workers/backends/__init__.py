@@ -1,0 +1,1 @@
+"""Built-in backend stacks, one module each; importing a module registers its stacks."""

@@ -1,0 +1,51 @@
+"""PyTorch eager execution: the usual reference, and a float64 run as the oracle."""
+from __future__ import annotations
+
+import torch
+
+from ..registry import DEVICES, Backend, register_backend
+
+
+def to_device(gm, inputs: tuple, device: str, dtype_map: dict | None = None):
+    """Move weights and inputs, converting dtypes by ``dtype_map`` (e.g. float32 -> float64)."""
+    def conv(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.to(device=device, dtype=(dtype_map or {}).get(t.dtype, t.dtype))
+
+    gm = gm.to(device)
+    if dtype_map:
+        gm = gm._apply(conv)
+    return gm, tuple(conv(t) for t in inputs)
+
+
+@register_backend
+class Eager(Backend):
+    """The graph as written, op by op, on the device's native kernels."""
+
+    name = "eager"
+    devices = DEVICES
+
+    def prepare(self, gm, example_inputs, device):
+        gm, _ = to_device(gm, (), device)
+        return gm
+
+
+_WIDEN = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+          torch.complex64: torch.complex128, torch.complex32: torch.complex128}
+
+
+@register_backend
+class EagerFp64(Backend):
+    """Every floating tensor widened to float64: the oracle that decides which side is wrong."""
+
+    name = "eager-fp64"
+    devices = ("cpu", "cuda")
+
+    def prepare(self, gm, example_inputs, device):
+        gm, _ = to_device(gm, (), device, _WIDEN)
+
+        def run(*inputs):
+            return gm(*(t.to(_WIDEN.get(t.dtype, t.dtype)) if isinstance(t, torch.Tensor) else t
+                        for t in inputs))
+        return run

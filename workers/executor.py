@@ -1,0 +1,193 @@
+"""The sandboxed process that runs backends: started and watched by a :class:`Sandbox`.
+
+It stays warm across runs (imports and compile caches reused) and dies alone when a
+backend segfaults, aborts or is killed for a limit. Requests arrive as pickled tuples on
+one pipe; each gets one reply on the other: ``("ok", value)`` or ``("err", description)``.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import os
+import pickle
+import signal
+import statistics
+import sys
+import time
+from multiprocessing.connection import Connection
+
+from .faults import describe, status_of_error
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    mod = {"cuda": "cuda", "mps": "mps", "xpu": "xpu", "npu": "npu"}.get(device)
+    if mod and hasattr(torch, mod):
+        getattr(torch, mod).synchronize()
+
+
+def to_host(out) -> list:
+    """Flat outputs, detached on the CPU; non-tensor leaves kept as plain values."""
+    import torch
+
+    from .ir import flatten_outputs
+
+    host = []
+    for leaf in flatten_outputs(out):
+        if isinstance(leaf, torch.Tensor):
+            host.append(leaf.detach().to("cpu", copy=True))
+        elif leaf is None or isinstance(leaf, (bool, int, float, str)):
+            host.append(leaf)
+        else:
+            host.append(repr(leaf))
+    return host
+
+
+def same_bits(a: list, b: list) -> bool:
+    import torch
+
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if x.numel() and not torch.equal(x.contiguous().reshape(-1).view(torch.uint8),
+                                             y.contiguous().reshape(-1).view(torch.uint8)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def first_call_stage(backend, exc: BaseException) -> str:
+    """Lazy compilers (torch.compile) compile on the first call: their errors are compile errors."""
+    modules = getattr(backend, "compile_error_modules", ())
+    origin = type(exc).__module__ or ""
+    return "compile" if any(origin.startswith(m) for m in modules) else "run"
+
+
+class Executor:
+    def __init__(self):
+        self.payloads: dict[str, dict] = {}
+        self.checksums: dict[str, dict] = {}
+
+    def load(self, variant_id: str, payload: dict) -> dict:
+        from .ir import Variant
+
+        self.payloads = {variant_id: payload}  # one variant at a time keeps memory flat
+        v = Variant.from_payload(payload)
+        self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
+        return self.checksums
+
+    def run(self, variant_id: str, spec: dict, repeats: int = 3) -> dict:
+        """Prepare and run one backend on the loaded variant; errors become a result."""
+        import torch
+
+        from .ir import Variant
+        from .registry import BackendSpec
+
+        bspec = BackendSpec(**spec)
+        result = {"status": "ok", "stage": None, **self.checksums}
+        variant = Variant.from_payload(self.payloads[variant_id])  # fresh tensors per backend
+        device = bspec.device
+        stage = "compile"
+        try:
+            backend = bspec.create()
+            stage = getattr(backend, "prepare_stage", "compile")
+            inputs = tuple(t.to(device) for t in variant.inputs)
+            calls = [tuple(t.clone() for t in inputs) for _ in range(repeats + 1)]
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                fn = backend.prepare(variant.gm, inputs, device)
+                stage = "run"
+                t1 = time.perf_counter()
+                try:
+                    first = to_host(fn(*calls[0]))
+                except Exception as e:
+                    stage = first_call_stage(backend, e)
+                    raise
+                synchronize(device)
+                t2 = time.perf_counter()
+                result["prepare_s"], result["first_run_s"] = t2 - t0, t2 - t1
+                times, last = [], first
+                for args in calls[1:]:
+                    t0 = time.perf_counter()
+                    out = fn(*args)
+                    synchronize(device)
+                    times.append(time.perf_counter() - t0)
+                    last = out
+                last = to_host(last)
+            result["latency_ms"] = 1e3 * statistics.median(times) if times else None
+            result["run_s"] = sum(times)
+            result["runs"] = len(times)
+            result["outputs"] = first
+            result["nondeterministic"] = not same_bits(first, last)
+            result["inputs_mutated"] = not same_bits(to_host(list(calls[0])), list(variant.inputs))
+            result["info"] = dict(getattr(backend, "info", {}) or {})
+        except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
+            d = describe(e)
+            result.update(d, stage=stage, status=status_of_error(d["error_type"], d["message"]))
+        finally:
+            self._release(device)
+        return result
+
+    def _release(self, device: str) -> None:
+        gc.collect()
+        try:
+            import torch
+
+            torch._dynamo.reset()
+            if device == "cuda" and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - best effort cleanup between runs
+            pass
+
+    def call(self, fn_path: str, args: tuple, kwargs: dict):
+        module, _, qual = fn_path.partition(":")
+        fn = importlib.import_module(module)
+        for part in qual.split("."):
+            fn = getattr(fn, part)
+        return fn(*args, **kwargs)
+
+    def ping(self) -> int:
+        return os.getpid()
+
+
+def serve(rfd: int, wfd: int) -> None:
+    _die_with_parent()
+    threads = int(os.environ.get("GAPFUZZ_THREADS", "0"))
+    import torch
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    inbox, outbox = Connection(rfd, writable=False), Connection(wfd, readable=False)
+    ex = Executor()
+    while True:
+        try:
+            kind, args, kwargs = pickle.loads(inbox.recv_bytes())
+        except (EOFError, OSError):
+            return
+        try:
+            reply = ("ok", getattr(ex, kind)(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - returned to the supervisor, which decides
+            reply = ("err", describe(e))
+        try:
+            data = pickle.dumps(reply, protocol=5)
+        except Exception as e:  # noqa: BLE001 - an unpicklable reply is reported, not fatal
+            data = pickle.dumps(("err", describe(e)), protocol=5)
+        outbox.send_bytes(data)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,225 @@
+"""The one IR every stage speaks: an ATen-level fx graph, its tensors and example inputs.
+
+A :class:`Variant` crosses process and machine boundaries as a *payload*: a dict of
+plain values and byte arrays, so Ray's object store holds it without pickling
+GraphModule code. The graph is written as canonical JSON, which is both the
+transport form (node names survive the trip, unlike GraphModule pickling, which
+re-traces and renames) and the input of the graph hash.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.fx as fx
+
+PAYLOAD_VERSION = 1
+
+
+class IRError(ValueError):
+    """A graph holds something the IR cannot represent (a fuzzer bug, raised loudly)."""
+
+
+# ---------------------------------------------------------------- targets and arguments
+def target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)  # "aten.conv2d.default"
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None)
+    qual = getattr(target, "__qualname__", None)
+    if module and qual and "<" not in qual:
+        return f"py:{module}:{qual}"
+    raise IRError(f"cannot name call target {target!r}")
+
+
+def resolve_target(name: str):
+    if name.startswith("py:"):
+        _, module, qual = name.split(":", 2)
+        obj = importlib.import_module(module)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+        return obj
+    ns, rest = name.split(".", 1)
+    packet, overload = rest.rsplit(".", 1)
+    return getattr(getattr(getattr(torch.ops, ns), packet), overload)
+
+
+_ENUMS = {"dtype": torch.dtype, "mf": torch.memory_format, "layout": torch.layout}
+
+
+def encode_arg(a):
+    if isinstance(a, fx.Node):
+        return {"n": a.name}
+    if a is None or isinstance(a, (bool, str)):
+        return a
+    if isinstance(a, int):
+        return a
+    if isinstance(a, float):
+        return a if math.isfinite(a) else {"f": repr(a)}
+    if isinstance(a, (list, tuple)):
+        return {"l" if isinstance(a, list) else "t": [encode_arg(x) for x in a]}
+    if isinstance(a, dict):
+        return {"d": [[k, encode_arg(v)] for k, v in a.items()]}
+    if isinstance(a, torch.device):
+        return {"device": str(a)}
+    for key, kind in _ENUMS.items():
+        if isinstance(a, kind):
+            return {key: str(a).removeprefix("torch.")}
+    if isinstance(a, slice):
+        return {"slice": [encode_arg(a.start), encode_arg(a.stop), encode_arg(a.step)]}
+    raise IRError(f"cannot encode graph argument {a!r} of type {type(a).__name__}")
+
+
+def decode_arg(a, env: dict):
+    if not isinstance(a, dict):
+        return a
+    (key, v), = a.items()
+    if key == "n":
+        return env[v]
+    if key == "f":
+        return float(v)
+    if key == "l":
+        return [decode_arg(x, env) for x in v]
+    if key == "t":
+        return tuple(decode_arg(x, env) for x in v)
+    if key == "d":
+        return {k: decode_arg(x, env) for k, x in v}
+    if key == "device":
+        return torch.device(v)
+    if key in _ENUMS:
+        return getattr(torch, v)
+    if key == "slice":
+        return slice(*(decode_arg(x, env) for x in v))
+    raise IRError(f"unknown encoded argument {a!r}")
+
+
+def graph_to_json(graph: fx.Graph) -> str:
+    nodes = [[n.op, n.name, target_name(n.target), encode_arg(tuple(n.args)), encode_arg(dict(n.kwargs))]
+             for n in graph.nodes]
+    return json.dumps(nodes, separators=(",", ":"))
+
+
+def graph_from_json(text: str) -> fx.Graph:
+    graph, env = fx.Graph(), {}
+    for op, name, target, args, kwargs in json.loads(text):
+        tgt = resolve_target(target) if op == "call_function" else target
+        node = graph.create_node(op, tgt, decode_arg(args, env), decode_arg(kwargs, env), name=name)
+        if node.name != name:
+            raise IRError(f"node name {name!r} was renamed to {node.name!r}")
+        env[name] = node
+    graph.lint()
+    return graph
+
+
+# ---------------------------------------------------------------- tensors
+def tensor_to_wire(t: torch.Tensor) -> dict:
+    t = t.detach().cpu()
+    data = t.contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else np.zeros(0, np.uint8)
+    return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+            "stride": list(t.stride()), "data": data}
+
+
+def tensor_from_wire(w: dict) -> torch.Tensor:
+    dtype = getattr(torch, w["dtype"])
+    flat = torch.frombuffer(bytearray(w["data"].tobytes()), dtype=torch.uint8) if len(w["data"]) else \
+        torch.zeros(0, dtype=torch.uint8)
+    dense = flat.view(dtype).reshape(w["shape"])
+    if list(dense.stride()) == list(w["stride"]) or dense.numel() <= 1:
+        return dense
+    out = torch.empty_strided(w["shape"], w["stride"], dtype=dtype)
+    out.copy_(dense)
+    return out
+
+
+def checksum(tensors) -> str:
+    """sha256 over (name, dtype, shape, bytes) in order; the bytes ignore strides."""
+    h = hashlib.sha256()
+    for name, t in tensors:
+        t = t.detach().cpu()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        if t.numel():
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the variant
+@dataclass
+class Variant:
+    """A graph with its own tensors (get_attr targets) and a flat tuple of inputs."""
+
+    gm: fx.GraphModule
+    inputs: tuple
+    output_names: tuple = ()
+    _graph_json: str | None = field(default=None, repr=False)
+
+    # -- structure
+    @property
+    def graph_json(self) -> str:
+        if self._graph_json is None:
+            self._graph_json = graph_to_json(self.gm.graph)
+        return self._graph_json
+
+    @property
+    def graph_hash(self) -> str:
+        return hashlib.sha256(self.graph_json.encode()).hexdigest()[:16]
+
+    @property
+    def node_count(self) -> int:
+        return sum(1 for n in self.gm.graph.nodes if n.op == "call_function")
+
+    @property
+    def ops(self) -> list[str]:
+        return sorted({target_name(n.target) for n in self.gm.graph.nodes if n.op == "call_function"})
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        named = dict(self.gm.named_parameters())
+        named.update(self.gm.named_buffers())
+        return named
+
+    def weight_checksum(self) -> str:
+        return checksum(sorted(self.tensors().items()))
+
+    def input_checksum(self) -> str:
+        return checksum((str(i), t) for i, t in enumerate(self.inputs) if isinstance(t, torch.Tensor))
+
+    # -- transport
+    def to_payload(self) -> dict:
+        params = dict(self.gm.named_parameters())
+        return {
+            "version": PAYLOAD_VERSION,
+            "graph": self.graph_json,
+            "tensors": {k: {**tensor_to_wire(t), "param": k in params} for k, t in sorted(self.tensors().items())},
+            "inputs": [tensor_to_wire(t) for t in self.inputs],
+            "output_names": list(self.output_names),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> Variant:
+        if payload.get("version") != PAYLOAD_VERSION:
+            raise IRError(f"payload version {payload.get('version')} is not {PAYLOAD_VERSION}")
+        root = torch.nn.Module()
+        for name, w in payload["tensors"].items():
+            t = tensor_from_wire(w)
+            if w.get("param"):
+                root.register_parameter(name, torch.nn.Parameter(t, requires_grad=False))
+            else:
+                root.register_buffer(name, t)
+        gm = fx.GraphModule(root, graph_from_json(payload["graph"]))
+        inputs = tuple(tensor_from_wire(w) for w in payload["inputs"])
+        return cls(gm, inputs, tuple(payload["output_names"]), payload["graph"])
+
+    def with_graph(self, gm: fx.GraphModule, inputs: tuple | None = None) -> Variant:
+        """A new variant over ``gm`` (a pass's result); tensors not copied."""
+        return Variant(gm, self.inputs if inputs is None else inputs, self.output_names)
+
+
+def flatten_outputs(out) -> list:
+    """Model outputs as a flat list of leaves, in pytree order."""
+    leaves, _ = torch.utils._pytree.tree_flatten(out)
+    return leaves

@@ -1,0 +1,37 @@
+"""What a worker returns for one (variant, backend): the workers' record type."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class RunOutcome:
+    backend: str
+    stack: str
+    device: str
+    options: dict = field(default_factory=dict)
+    backend_version: str = ""
+    status: str = "ok"
+    stage: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    cause: str | None = None  # signal or limit for crash/timeout/oom
+    reproducible: bool | None = None  # a fault, re-run once in a fresh process, happened again
+    prepare_s: float | None = None  # prepare() and the first call (lazy compilers compile there)
+    first_run_s: float | None = None  # the first call alone
+    latency_ms: float | None = None
+    run_s: float | None = None  # the timed calls after the first, together
+    runs: int | None = None
+    nondeterministic: bool | None = None
+    inputs_mutated: bool | None = None
+    input_checksum: str | None = None
+    weight_checksum: str | None = None
+    backend_info: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)  # torch, python, os of the worker that ran it
+    figures: dict = field(default_factory=dict)  # comparison columns (compare.Verdict.columns and later tiers)
+    host: str = ""
+    worker: str = ""
+    worker_s: float = 0.0  # wall time the worker spent on this run, overheads included
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,96 @@
+"""Worker pools: one per device kind, each worker a Ray actor that owns a warm sandbox.
+
+A worker asks Ray for its device's resource (``num_gpus`` for cuda, a custom resource
+named after the device otherwise), so on a heterogeneous cluster each run lands on a
+machine that has the device.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import ray
+
+from .runner import run_variant
+from .sandbox import Fault, RemoteError, Sandbox
+
+
+@dataclass
+class PoolSettings:
+    device: str = "cpu"
+    workers: int = 1
+    cpus_per_worker: float = 1.0
+    memory_gb: float | None = None  # per-worker limit; past it the run ends as status oom
+    threads: int = 1  # intra-op threads inside each worker's sandbox
+    env: dict | None = None
+
+    def actor_options(self) -> dict:
+        opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0}
+        if self.device == "cuda":
+            opts["num_gpus"] = 1
+        elif self.device != "cpu":
+            opts["resources"] = {self.device: 1}
+        return opts
+
+
+class PoolWorker:
+    """The Ray actor body; kept a plain class so tests can drive it without Ray."""
+
+    def __init__(self, device: str, index: int, threads: int = 1, memory_gb: float | None = None,
+                 env: dict | None = None):
+        self.name = f"{device}-{index}"
+        self.device = device
+        self.sandbox = Sandbox(threads=threads, memory_limit_gb=memory_gb, env=env)
+        self.sandbox.start()
+        self.busy_s = 0.0
+        self.started = time.monotonic()
+
+    def ready(self) -> str:
+        self.sandbox.request("ping", timeout=120)
+        return self.name
+
+    def run_variant(self, variant_id: str, payload: dict, specs: list, settings: dict, home_outputs=None):
+        t0 = time.perf_counter()
+        try:
+            outcomes, home = run_variant(self.sandbox, variant_id, payload, specs, settings, home_outputs, self.name)
+        finally:
+            self.busy_s += time.perf_counter() - t0
+        return [o.to_dict() for o in outcomes], home
+
+    def call(self, fn_path: str, args: tuple = (), kwargs: dict | None = None, timeout: float | None = None,
+             put_key: str | None = None) -> dict:
+        """Run ``module:function`` in the sandbox: ``{"value"}``, ``{"fault"}`` or ``{"error"}``.
+
+        With ``put_key``, each ``value["variants"][i][put_key]`` is put in the object store
+        from here, so large payloads never pass through the caller."""
+        t0 = time.perf_counter()
+        try:
+            reply = self.sandbox.request("call", fn_path, tuple(args), dict(kwargs or {}), timeout=timeout)
+        except RemoteError as e:
+            return {"error": e.info, "worker": self.name}
+        finally:
+            self.busy_s += time.perf_counter() - t0
+        if isinstance(reply, Fault):
+            return {"fault": reply.__dict__, "worker": self.name}
+        if put_key and isinstance(reply, dict):
+            for item in reply.get("variants", []):
+                item[put_key] = ray.put(item[put_key])
+        return {"value": reply, "worker": self.name}
+
+    def stats(self) -> dict:
+        return {"worker": self.name, "busy_s": self.busy_s, "alive_s": time.monotonic() - self.started,
+                "sandbox_starts": self.sandbox.starts}
+
+    def shutdown(self) -> None:
+        self.sandbox.close()
+
+
+RemotePoolWorker = ray.remote(PoolWorker)
+
+
+def start_pool(settings: PoolSettings) -> list:
+    """Actors for one device kind, started and warm (their sandboxes have imported torch)."""
+    actors = [RemotePoolWorker.options(**settings.actor_options()).remote(
+        settings.device, i, settings.threads, settings.memory_gb, settings.env) for i in range(settings.workers)]
+    ray.get([a.ready.remote() for a in actors])
+    return actors

@@ -1,0 +1,148 @@
+"""A warm executor process, watched for crashes, hangs and memory, replaced after each fault.
+
+Fork-based isolation breaks with CUDA; this starts a fresh interpreter
+(``python -m workers.executor``) and talks to it over two pipes, so the same code
+isolates CPU and accelerator stacks alike, inside a Ray actor or alone. Messages are
+plain pickles (tensors by value): torch's shared-memory reductions would tie the
+reply's lifetime to a process that may be about to be killed.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+from .faults import signal_name
+
+
+@dataclass
+class Fault:
+    """A request that ended without a reply: the process died or was killed for a limit."""
+
+    status: str  # crash, timeout or oom
+    cause: str  # "signal:SIGSEGV", "limit:timeout 60s", "limit:memory 4.0GiB", "exit 1"
+    message: str  # the tail of what the process printed
+
+
+class RemoteError(Exception):
+    """The executor raised for a request that is not a backend run (a fuzzer-side bug)."""
+
+    def __init__(self, info: dict):
+        super().__init__(f"{info['error_type']}: {info['message']}\n{info.get('traceback', '')}")
+        self.info = info
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class Sandbox:
+    def __init__(self, threads: int = 1, memory_limit_gb: float | None = None, env: dict | None = None,
+                 poll_s: float = 0.02):
+        self.threads = threads
+        self.memory_limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+        self.env = env or {}
+        self.poll_s = poll_s
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log = tempfile.NamedTemporaryFile(prefix="gapfuzz-executor-", suffix=".log", delete=False)
+
+    # -- lifecycle
+    def start(self) -> None:
+        if self.alive():
+            return
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        env = {**os.environ, "GAPFUZZ_THREADS": str(self.threads), "OMP_NUM_THREADS": str(self.threads),
+               "TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONUNBUFFERED": "1", **self.env}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.executor", str(p2c_r), str(c2p_w)],
+            pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True)
+        os.close(p2c_r)
+        os.close(c2p_w)
+        self.outbox = Connection(p2c_w, readable=False)
+        self.inbox = Connection(c2p_r, writable=False)
+        self.starts += 1
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        self.proc.wait()
+        for conn in (getattr(self, "outbox", None), getattr(self, "inbox", None)):
+            if conn is not None:
+                conn.close()
+        self.proc = None
+
+    def _log_tail(self, since: int, limit: int = 3000) -> str:
+        try:
+            with open(self.log.name, "rb") as f:
+                f.seek(since)
+                return f.read()[-limit:].decode(errors="replace").strip()
+        except OSError:
+            return ""
+
+    # -- requests
+    def request(self, kind: str, *args, timeout: float | None = None, **kwargs):
+        """The executor's reply value, a :class:`Fault`, or :class:`RemoteError` for a non-run failure."""
+        self.start()
+        since = os.path.getsize(self.log.name)
+        try:
+            self.outbox.send_bytes(pickle.dumps((kind, args, kwargs), protocol=5))
+        except (BrokenPipeError, OSError):
+            return self._fault(since, None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.inbox.poll(self.poll_s):
+                try:
+                    tag, value = pickle.loads(self.inbox.recv_bytes())
+                except (EOFError, OSError):
+                    return self._fault(since, None)
+                if tag == "err":
+                    raise RemoteError(value)
+                return value
+            if self.proc.poll() is not None:
+                return self._fault(since, None)
+            if deadline is not None and time.monotonic() > deadline:
+                return self._fault(since, ("timeout", f"limit:timeout {timeout:g}s"))
+            if self.memory_limit and rss_bytes(self.proc.pid) > self.memory_limit:
+                return self._fault(since, ("oom", f"limit:memory {self.memory_limit / 2**30:.1f}GiB"))
+
+    def _fault(self, since: int, killed: tuple | None) -> Fault:
+        if killed is None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            rc = self.proc.returncode
+            cause = f"signal:{signal_name(rc)}" if rc is not None and rc < 0 else signal_name(rc)
+            status = "crash"
+        else:
+            status, cause = killed
+        self.stop()
+        return Fault(status, cause, self._log_tail(since))
+
+    def close(self) -> None:
+        self.stop()
+        try:
+            os.unlink(self.log.name)
+        except OSError:
+            pass
