@@ -1,0 +1,113 @@
+"""The run record: one row per (variant, backend); its fields are the Parquet columns.
+
+Documented column by column in docs/results.md. Bump SCHEMA_VERSION when a column
+changes meaning or type; readers check it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import typing
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunRecord:
+    # what ran
+    campaign: str
+    variant_id: str
+    seed_id: str
+    backend: str
+    seed_source: str = ""
+    family: str = ""
+    task: str = ""
+    output_kind: str = ""
+    recipe: str = "{}"  # JSON: {"seed", "mutations": [[name, params]], "rng"}
+    mutations: list[str] = field(default_factory=list)
+    semantics_preserving: bool | None = None
+    graph_hash: str | None = None
+    node_count: int | None = None
+    ops: list[str] = field(default_factory=list)
+    params: int | None = None
+    stack: str = ""
+    device: str = ""
+    backend_options: str = "{}"  # JSON
+    backend_version: str = ""
+    torch_version: str = ""
+    versions: str = "{}"  # JSON: library versions in the worker
+    # how it ended
+    status: str = "ok"  # ok mismatch crash error timeout oom unsupported invalid
+    stage: str | None = None  # build budget capture mutate convert compile run compare
+    error_type: str | None = None
+    message: str | None = None
+    signature: str | None = None  # message with numbers, shapes, names and paths masked
+    cause: str | None = None  # signal:SIGSEGV, limit:timeout 60s, limit:memory 4.0GiB
+    reproducible: bool | None = None
+    # tier 1 and attribution
+    verdict: str | None = None  # agree target-divergent reference-divergent ill-conditioned oracle
+    symptom: str | None = None  # structure shape dtype nonfinite integer value numeric
+    mismatched_outputs: int | None = None
+    worst_output: str | None = None
+    output_dtype: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    max_ulp: float | None = None
+    tol_needed: float | None = None  # passes tolerance t (|a-b| <= t + t|b|) exactly when tol_needed <= t
+    tol_ratio: float | None = None  # max |a-b| / (atol + rtol|b|) at the dtype's default tolerance
+    nonfinite_mismatch: int | None = None
+    signed_zero_mismatch: int | None = None
+    err_vs_oracle: float | None = None
+    ref_err_vs_oracle: float | None = None
+    # tier 2 and 3
+    first_div_node: str | None = None
+    first_div_op: str | None = None
+    div_growth: str | None = None  # JSON list of [node, op, tol_ratio] along the divergent path
+    amplified: bool | None = None
+    amplifier_node: str | None = None
+    task_metric: str | None = None
+    task_agree: float | None = None
+    top5_agree: float | None = None
+    metamorphic_err: float | None = None
+    # cost and provenance
+    prepare_s: float | None = None
+    first_run_s: float | None = None
+    latency_ms: float | None = None
+    run_s: float | None = None
+    runs: int | None = None
+    nondeterministic: bool | None = None
+    inputs_mutated: bool | None = None
+    input_checksum: str | None = None
+    weight_checksum: str | None = None
+    backend_info: str = "{}"  # JSON: what the stack reported (e.g. inference precision)
+    host: str = ""
+    worker: str = ""
+    worker_s: float | None = None
+    time: dt.datetime | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_row(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
+          dt.datetime: pa.timestamp("us", tz="UTC"), list[str]: pa.list_(pa.string())}
+
+
+def _arrow_type(hint) -> pa.DataType:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = args[0] if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None)) \
+        and len(args) == 1 else hint
+    return _ARROW[base]
+
+
+def arrow_schema() -> pa.Schema:
+    hints = typing.get_type_hints(RunRecord)
+    return pa.schema([pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(RunRecord)],
+                     metadata={"gapfuzz_schema_version": str(SCHEMA_VERSION)})
+
+
+COLUMNS = [f.name for f in dataclasses.fields(RunRecord)]

@@ -1,0 +1,127 @@
+"""The results folder: append-only Parquet files, written whole or not at all.
+
+Layout of ``runs/<name>/``::
+
+    campaign.yaml            the resolved campaign (every default filled in)
+    records/<backend>/part-<time>-<id>.parquet   one row per (variant, backend)
+    records/.tmp/            files being written; renamed into place when complete
+
+Each file holds every column (backend included), so a single file is self-describing
+and ``pandas.read_parquet("runs/<name>/records")`` reads the whole dataset.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from .schema import SCHEMA_VERSION, RunRecord, arrow_schema
+
+
+class ResultsError(RuntimeError):
+    """A run folder that cannot be read (bad input: one clear line)."""
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "@-_.+" else "_" for c in name)
+
+
+def write_table_atomic(table: pa.Table, path: Path) -> Path:
+    """Write to a temporary name beside the target, fsync, then rename into place."""
+    tmp = path.parent.parent / ".tmp" if path.parent.name != ".tmp" else path.parent
+    tmp.mkdir(parents=True, exist_ok=True)
+    tmp_path = tmp / f"{uuid.uuid4().hex}.parquet"
+    pq.write_table(table, tmp_path, compression="zstd")
+    with open(tmp_path, "rb") as f:
+        os.fsync(f.fileno())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp_path, path)
+    return path
+
+
+class RecordStore:
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.records_dir = self.run_dir / "records"
+
+    def write(self, records: list[RunRecord]) -> list[Path]:
+        """One file per backend among ``records``; each file appears whole or not at all."""
+        if not records:
+            return []
+        now = dt.datetime.now(dt.timezone.utc)
+        by_backend: dict[str, list[dict]] = {}
+        for r in records:
+            if r.time is None:
+                r.time = now
+            by_backend.setdefault(r.backend, []).append(r.to_row())
+        stamp, schema, paths = time.strftime("%Y%m%dT%H%M%S"), arrow_schema(), []
+        for backend, rows in sorted(by_backend.items()):
+            table = pa.Table.from_pylist(rows, schema=schema)
+            path = self.records_dir / _safe(backend) / f"part-{stamp}-{uuid.uuid4().hex[:12]}.parquet"
+            paths.append(write_table_atomic(table, path))
+        return paths
+
+    def files(self) -> list[Path]:
+        if not self.records_dir.is_dir():
+            return []
+        return sorted(p for p in self.records_dir.glob("*/*.parquet") if not p.parent.name.startswith("."))
+
+    def dataset(self) -> ds.Dataset | None:
+        files = self.files()
+        if not files:
+            return None
+        return ds.dataset([str(f) for f in files], format="parquet", schema=arrow_schema())
+
+    def read(self, columns: list[str] | None = None, filter=None) -> pa.Table:
+        d = self.dataset()
+        if d is None:
+            return arrow_schema().empty_table() if columns is None else \
+                pa.schema([arrow_schema().field(c) for c in columns]).empty_table()
+        try:
+            return d.to_table(columns=columns, filter=filter)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise ResultsError(f"{self.records_dir}: cannot read records: {e}") from None
+
+    def done_keys(self) -> set[tuple[str, str]]:
+        t = self.read(["variant_id", "backend"])
+        return set(zip(t.column("variant_id").to_pylist(), t.column("backend").to_pylist()))
+
+    def count(self) -> int:
+        d = self.dataset()
+        return 0 if d is None else d.count_rows()
+
+
+class RecordBuffer:
+    """Collects records and flushes them every ``max_records`` or ``max_age_s``."""
+
+    def __init__(self, store: RecordStore, max_records: int = 200, max_age_s: float = 20.0):
+        self.store, self.max_records, self.max_age_s = store, max_records, max_age_s
+        self.pending: list[RunRecord] = []
+        self.last = time.monotonic()
+        self.written = 0
+
+    def add(self, records: list[RunRecord]) -> None:
+        self.pending.extend(records)
+        if len(self.pending) >= self.max_records or time.monotonic() - self.last > self.max_age_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.store.write(self.pending)
+            self.written += len(self.pending)
+            self.pending = []
+        self.last = time.monotonic()
+
+
+def check_version(table: pa.Table) -> None:
+    if "schema_version" in table.column_names and table.num_rows:
+        versions = set(table.column("schema_version").to_pylist())
+        if versions - {SCHEMA_VERSION}:
+            raise ResultsError(f"records have schema versions {sorted(versions)}; this gapfuzz reads "
+                               f"{SCHEMA_VERSION}")
