@@ -1,0 +1,91 @@
+"""The campaign file's JSON Schema and its defaults (docs: README, campaigns/*.yaml)."""
+from __future__ import annotations
+
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
+_POS_INT = {"type": "integer", "minimum": 1}
+_NONNEG_NUM = {"type": "number", "minimum": 0}
+
+_BACKEND = {"oneOf": [
+    {"type": "string"},
+    {"type": "object", "additionalProperties": False,
+     "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
+                    "label": {"type": "string"}, "options": {"type": "object"}}},
+]}
+
+_SELECTION = {
+    "type": "object", "additionalProperties": False, "required": ["source"],
+    "properties": {
+        "source": {"type": "string"},
+        "include": _GLOBS,
+        "exclude": _GLOBS,
+        "limit": {"type": ["integer", "null"], "minimum": 0},
+        "sample": {"type": ["integer", "null"], "minimum": 0},
+    },
+}
+
+_POOL = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"workers": _POS_INT, "cpus_per_worker": _NONNEG_NUM, "threads": _POS_INT,
+                   "memory_gb": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                   "env": {"type": "object", "additionalProperties": {"type": "string"}}},
+}
+
+SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+        "description": {"type": "string"},
+        "seed": {"type": "integer", "minimum": 0},
+        "output": {"type": "string"},
+        "seeds": {"type": "array", "minItems": 1, "items": _SELECTION},
+        "capture": {"type": "object", "additionalProperties": False, "properties": {
+            "max_params": {"type": ["integer", "null"], "minimum": 1},
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0}}},
+        "variants": {"type": "object", "additionalProperties": False, "properties": {
+            "per_seed": _POS_INT,
+            "include_seed": {"type": "boolean"},
+            "mutations": {"type": "integer", "minimum": 0},
+            "mutators": _GLOBS,
+            "exclude_mutators": _GLOBS,
+            "guidance": {"enum": ["uniform", "coverage"]},
+            "max_tries": _POS_INT}},
+        "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
+            "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},
+            "targets": {"type": "array", "items": _BACKEND}}},
+        "pools": {"type": "object", "additionalProperties": False,
+                  "properties": {d: _POOL for d in ("cpu", "cuda", "mps", "xpu", "npu")}},
+        "run": {"type": "object", "additionalProperties": False, "properties": {
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            "repeats": {"type": "integer", "minimum": 0},
+            "retry_faults": {"type": "boolean"},
+            "flush_every": _POS_INT}},
+        "compare": {"type": "object", "additionalProperties": False, "properties": {
+            "tolerances": {"type": "object", "additionalProperties": {
+                "type": "array", "items": _NONNEG_NUM, "minItems": 2, "maxItems": 2}},
+            "sweep": {"type": "array", "items": _NONNEG_NUM},
+            "multiplier": {"type": "number", "exclusiveMinimum": 0},
+            "far": {"type": "number", "exclusiveMinimum": 0}}},
+        "ray": {"type": "object", "additionalProperties": False, "properties": {
+            "address": {"type": ["string", "null"]},
+            "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
+    },
+}
+
+DEFAULTS = {
+    "name": "campaign",
+    "description": "",
+    "seed": 0,
+    "output": "runs",
+    "capture": {"max_params": 100_000_000, "timeout_s": 600},
+    "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
+                 "guidance": "uniform", "max_tries": 8},
+    "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": []},
+    "pools": {},
+    "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},
+    "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0},
+    "ray": {"address": None, "num_cpus": None},
+}
+
+POOL_DEFAULTS = {"workers": 1, "cpus_per_worker": 1, "threads": 1, "memory_gb": None, "env": {}}
+SELECTION_DEFAULTS = {"include": [], "exclude": [], "limit": None, "sample": None}

@@ -1,0 +1,165 @@
+"""The ``gapfuzz`` console script."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+class UserError(Exception):
+    """Bad input from the command line; printed as one line, exit status 2."""
+
+
+def _records(run_dir: str):
+    from analysis.store import RecordStore
+
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise UserError(f"{run_dir}: no such run folder")
+    store = RecordStore(path)
+    if not store.files():
+        raise UserError(f"{run_dir}: holds no records (is it a gapfuzz run folder?)")
+    return store.read().to_pandas()
+
+
+def cmd_run(args) -> int:
+    from analysis.triage import render_summary
+
+    from .campaign import CampaignError, load_campaign
+
+    from .plan import select_seeds
+
+    campaign = load_campaign(args.campaign)
+    seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
+    run_dir = Path(args.out) if args.out else Path(campaign.config["output"]) / campaign.name
+    resolved = campaign.to_yaml()
+    stored = run_dir / "campaign.yaml"
+    if stored.exists():
+        if not args.resume:
+            raise UserError(f"{run_dir} already holds a campaign: add --resume to continue it, "
+                            f"or --out DIR to write elsewhere")
+        if stored.read_text() != resolved:
+            raise CampaignError(f"{campaign.source}: differs from the campaign in {stored}; "
+                                f"resume with that file or use --out DIR")
+    from .driver import Driver
+
+    driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
+    if not (args.address or campaign.config["ray"]["address"]):
+        driver.check_available()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = stored.with_suffix(".yaml.tmp")
+    tmp.write_text(resolved)
+    tmp.replace(stored)
+    try:
+        driver.run(seed_ids)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: records so far are kept in {run_dir}; "
+              f"continue with: gapfuzz run {args.campaign or ''} --resume".replace("  ", " "), file=sys.stderr)
+        return 130
+    df = _records(str(run_dir))
+    print(render_summary(df))
+    counts = df["status"].value_counts()
+    vendor = int((df["verdict"] == "target-divergent").sum()) if "verdict" in df else 0
+    print(f"\n{len(df)} runs of {df['variant_id'].nunique()} variants from {df['seed_id'].nunique()} seeds: "
+          f"{int(counts.get('mismatch', 0))} mismatches ({vendor} blamed on the target), "
+          f"{int(counts.get('crash', 0))} crashes, {int(counts.get('error', 0))} errors, "
+          f"{int(counts.get('timeout', 0))} timeouts")
+    print(f"results: {run_dir}   (triage: gapfuzz triage {run_dir})")
+    return 0
+
+
+def cmd_triage(args) -> int:
+    from analysis.triage import clusters, render_clusters
+
+    df = _records(args.run_dir)
+    print(render_clusters(clusters(df), limit=args.limit))
+    return 0
+
+
+def cmd_mutators(args) -> int:
+    from analysis.table import format_table
+
+    from .mutators import mutator_table
+
+    rows = [[n, fam, "yes" if keep else "no", doc] for n, fam, keep, doc in mutator_table()]
+    print(format_table(["mutator", "family", "preserves semantics", "what it does"], rows))
+    return 0
+
+
+def cmd_backends(args) -> int:
+    from analysis.table import format_table
+    from workers.registry import backend_class, list_backends
+
+    rows = []
+    for name in list_backends(args.filter):
+        stack, device = name.split("@")
+        cls = backend_class(stack)
+        why = cls.unavailable_reason(device)
+        rows.append([name, "yes" if why is None else "no", cls.version() if why is None else "", why or ""])
+    print(format_table(["backend", "available", "version", "why not"], rows))
+    return 0
+
+
+def cmd_seeds(args) -> int:
+    from seeds import list_seeds
+
+    for sid in list_seeds(filter=args.filter, source=args.source):
+        print(sid)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gapfuzz", description="Find where the same model behaves differently "
+                                "across AI accelerators and software stacks.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a campaign (no file: the embedded default campaign)")
+    r.add_argument("campaign", nargs="?", help="campaign YAML file")
+    r.add_argument("--address", help="Ray cluster to join ('auto' for the local cluster)")
+    r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
+    r.add_argument("--out", help="run folder (default: <output>/<name> from the campaign)")
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.set_defaults(fn=cmd_run)
+
+    t = sub.add_parser("triage", help="cluster table of a run folder")
+    t.add_argument("run_dir")
+    t.add_argument("--limit", type=int, default=50, help="clusters to show")
+    t.set_defaults(fn=cmd_triage)
+
+    s = sub.add_parser("seeds", help="list seeds")
+    ss = s.add_subparsers(dest="seeds_command", required=True)
+    sl = ss.add_parser("list", help="print seed ids, one a line (nothing is built)")
+    sl.add_argument("--source", help="timm, torchvision, transformers or ops")
+    sl.add_argument("--filter", help="glob on the seed id, e.g. 'timm/resnet*'")
+    sl.set_defaults(fn=cmd_seeds)
+
+    m = sub.add_parser("mutators", help="list mutation operators")
+    m.set_defaults(fn=cmd_mutators)
+    b = sub.add_parser("backends", help="list backends and whether they are available here")
+    b.add_argument("--filter", help="glob, e.g. '*@cpu'")
+    b.set_defaults(fn=cmd_backends)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="gapfuzz: %(message)s")
+    args = build_parser().parse_args(argv)
+    from analysis.store import ResultsError
+    from seeds import SeedError
+    from workers.registry import BackendError
+
+    from .campaign import CampaignError
+    from .mutators import MutatorError
+
+    try:
+        return args.fn(args)
+    except (UserError, CampaignError, ResultsError, SeedError, BackendError, MutatorError) as e:
+        print(f"gapfuzz: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Drive a campaign on Ray: builds on the CPU pool, runs on each backend's device pool.
+
+Per variant, the pool of the reference runs first (reference, oracle and that pool's
+targets, compared in place); other pools get the reference outputs through the object
+store. Records are buffered and flushed as whole files; a killed campaign resumes from
+what was written.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ray
+
+from analysis.store import RecordBuffer, RecordStore
+from workers.pool import PoolSettings, start_pool
+from workers.registry import unavailable_reason
+
+from .campaign import Campaign, CampaignError
+from .mutators import resolve_mutators
+from .plan import SeedWork, plan, seed_failure_id, select_seeds
+from .progress import Progress
+from .records import run_record, seed_failure_record
+
+log = logging.getLogger("gapfuzz.fuzzer")
+BUILD_DEVICE = "cpu"
+MAX_INFLIGHT = 2  # per worker: one running, one queued behind it
+
+
+@dataclass
+class VariantWork:
+    seed_id: str
+    seed: dict
+    meta: dict  # everything the build said about the variant except its payload
+    payload: object  # ObjectRef
+    missing: set[str]
+    devices: deque = field(default_factory=deque)  # pools still to run, home pool first
+    home: object = None  # ObjectRef to the reference/oracle outputs
+
+
+class Driver:
+    def __init__(self, campaign: Campaign, run_dir: Path, address: str | None = None, progress: bool = True):
+        self.c, self.run_dir, self.address = campaign, Path(run_dir), address
+        self.store = RecordStore(run_dir)
+        self.buffer = RecordBuffer(self.store, max_records=campaign.config["run"]["flush_every"], max_age_s=10)
+        self.specs = {s.name: s for s in campaign.backends()}
+        self.home = campaign.reference.device
+        self.devices = sorted({s.device for s in self.specs.values()} | {BUILD_DEVICE},
+                              key=lambda d: (d != self.home, d))
+        self.show_progress = progress
+        self.started_ray = False
+        self.stats: dict = {"builds": [], "workers": []}
+
+    # ------------------------------------------------------------------ setup
+    def check_available(self) -> None:
+        for spec in self.specs.values():
+            why = unavailable_reason(spec)
+            if why:
+                raise CampaignError(f"{self.c.source}: backend {spec.name} is not available here: {why}")
+
+    def start_ray(self) -> None:
+        if ray.is_initialized():
+            return
+        addr = self.address or self.c.config["ray"]["address"]
+        if addr:
+            ray.init(address=addr, logging_level=logging.ERROR, log_to_driver=False)
+            return
+        need = sum(self.c.pool(d)["workers"] * self.c.pool(d)["cpus_per_worker"] for d in self.devices)
+        cpus = self.c.config["ray"]["num_cpus"] or max(os.cpu_count() or 1, int(need + 0.999))
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        self.started_ray = True
+
+    def start_pools(self) -> None:
+        self.pools, self.load = {}, {}
+        for device in self.devices:
+            cfg = self.c.pool(device)
+            settings = PoolSettings(device=device, workers=cfg["workers"], cpus_per_worker=cfg["cpus_per_worker"],
+                                    threads=cfg["threads"], memory_gb=cfg["memory_gb"], env=cfg["env"] or None)
+            self._check_resources(settings)
+            self.pools[device] = start_pool(settings)
+            for a in self.pools[device]:
+                self.load[a] = 0
+
+    def _check_resources(self, s: PoolSettings) -> None:
+        have = ray.cluster_resources()
+        opts = s.actor_options()
+        need = {"CPU": opts["num_cpus"], "GPU": opts.get("num_gpus", 0), **opts.get("resources", {})}
+        for key, amount in need.items():
+            if amount and have.get(key, 0) < amount:
+                raise CampaignError(f"pool {s.device}: the Ray cluster has no {key!r} resource for its workers "
+                                    f"(has: {', '.join(sorted(have))})")
+
+    # ------------------------------------------------------------------ dispatch
+    def _idle(self, device: str):
+        actors = self.pools.get(device) or []
+        best = min(actors, key=lambda a: self.load[a], default=None)
+        return best if best is not None and self.load[best] < MAX_INFLIGHT else None
+
+    def _settings(self) -> dict:
+        r = self.c.config["run"]
+        return {"reference": self.c.reference.name, "oracle": self.c.oracle.name if self.c.oracle else None,
+                "timeout_s": r["timeout_s"], "repeats": r["repeats"], "retry_faults": r["retry_faults"],
+                "compare": {k: v for k, v in self.c.config["compare"].items() if k != "sweep"}}
+
+    def submit_build(self, actor, work: SeedWork):
+        v = self.c.config["variants"]
+        args = (work.seed_id, work.indices, v, self.c.config["seed"], self.mutators,
+                self.c.config["capture"]["max_params"])
+        return actor.call.remote("fuzzer.generate:build_seed_variants", args, {},
+                                 timeout=self.c.config["capture"]["timeout_s"], put_key="payload")
+
+    def submit_run(self, actor, vw: VariantWork, device: str):
+        names = [n for n, s in self.specs.items() if s.device == device and
+                 (n in vw.missing or (device == self.home and n in (self.ref_name, self.oracle_name)))]
+        specs = [self.specs[n].to_dict() for n in names]
+        outcomes, home = actor.run_variant.options(num_returns=2).remote(
+            vw.meta["variant_id"], vw.payload, specs, self._settings(), vw.home)
+        if device == self.home:
+            vw.home = home
+        return outcomes
+
+    # ------------------------------------------------------------------ results
+    def on_build(self, work: SeedWork, reply: dict) -> list[VariantWork]:
+        if "value" not in reply:
+            fault, err = reply.get("fault"), reply.get("error")
+            result = ({"status": fault["status"], "stage": "capture", "error_type": fault["cause"],
+                       "message": fault["message"], "cause": fault["cause"]} if fault else
+                      {"status": "error", "stage": "capture", **{k: err[k] for k in ("error_type", "message")}})
+            result["seed"] = None
+        else:
+            result = reply["value"]
+        if result["status"] != "ok":
+            rec = seed_failure_record(self.c.name, work.seed_id, result, self.ref_name, self.home,
+                                      seed_failure_id(work.seed_id))
+            self.buffer.add([rec])
+            self.progress.status[rec.status] += 1
+            self.progress.total_runs -= sum(len(m) for m in work.missing.values()) - 1
+            return []
+        self.stats["builds"].append({k: result.get(k) for k in ("seed_id", "capture_s", "build_s", "tried",
+                                                                "rejected")})
+        out = []
+        for v in result["variants"]:
+            index = int(v["variant_id"].rsplit("#", 1)[1])
+            payload = v.pop("payload")
+            missing = work.missing.get(index, set())
+            devices = deque(d for d in self.devices if any(self.specs[n].device == d for n in missing)
+                            or d == self.home)
+            out.append(VariantWork(work.seed_id, result["seed"], v, payload, missing, devices))
+        return out
+
+    def on_run(self, vw: VariantWork, outcomes: list[dict]) -> None:
+        names = vw.meta.get("output_names")
+        recs = [run_record(self.c.name, vw.seed_id, vw.seed, vw.meta, o, names) for o in outcomes
+                if o["backend"] in vw.missing]
+        for r in recs:
+            self.progress.status[r.status] += 1
+        self.buffer.add(recs)
+
+    def on_lost(self, vw: VariantWork, device: str, err: Exception) -> None:
+        """A worker actor died (not a backend fault: the sandbox isolates those)."""
+        for n, s in self.specs.items():
+            if s.device == device and n in vw.missing:
+                o = {"backend": n, "stack": s.stack, "device": device, "status": "error", "stage": "run",
+                     "error_type": "WorkerLost", "message": str(err)[:2000]}
+                self.on_run(vw, [o])
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, seed_ids: list[str] | None = None) -> None:
+        self.ref_name = self.c.reference.name
+        self.oracle_name = self.c.oracle.name if self.c.oracle else None
+        v = self.c.config["variants"]
+        self.mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
+        seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
+        work = plan(self.c, seed_ids, self.store.done_keys())
+        total = sum(len(m) for w in work for m in w.missing.values())
+        self.progress = Progress(total, len(seed_ids), enabled=self.show_progress)
+        self.progress.seeds_done = len(seed_ids) - len(work)
+        if not work:
+            return
+        t0 = time.monotonic()
+        self.start_ray()
+        try:
+            self.start_pools()
+            self._loop(deque(work))
+        finally:
+            self.buffer.flush()
+            self.progress.close()
+            self._finish(time.monotonic() - t0)
+
+    def _loop(self, builds: deque) -> None:
+        ready: deque[VariantWork] = deque()
+        inflight: dict = {}
+        while builds or ready or inflight:
+            self._fill(builds, ready, inflight)
+            if not inflight:
+                break
+            done, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            for ref in done:
+                kind, item, actor, device = inflight.pop(ref)
+                self.load[actor] -= 1
+                try:
+                    value = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    if kind == "build":
+                        value = {"error": {"error_type": "WorkerLost", "message": str(e)[:2000]}}
+                    else:
+                        self.on_lost(item, device, e)
+                        self._replace(actor, device)
+                        self._next_pool(item, ready)
+                        continue
+                if kind == "build":
+                    self.progress.seeds_done += 1
+                    ready.extend(self.on_build(item, value))
+                else:
+                    self.on_run(item, value)
+                    self._next_pool(item, ready)
+            self.progress.update()
+
+    def _next_pool(self, vw: VariantWork, ready: deque) -> None:
+        vw.devices.popleft()
+        if vw.devices:
+            ready.appendleft(vw)
+        else:
+            self.progress.variants_done += 1
+
+    def _fill(self, builds: deque, ready: deque, inflight: dict) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for vw in list(ready):
+                actor = self._idle(vw.devices[0])
+                if actor is not None:
+                    ready.remove(vw)
+                    inflight[self.submit_run(actor, vw, vw.devices[0])] = ("run", vw, actor, vw.devices[0])
+                    self.load[actor] += 1
+                    progress = True
+            actor = self._idle(BUILD_DEVICE)
+            waiting = sum(1 for vw in ready if vw.devices[0] == BUILD_DEVICE)
+            if builds and actor is not None and waiting < len(self.pools[BUILD_DEVICE]):
+                work = builds.popleft()
+                inflight[self.submit_build(actor, work)] = ("build", work, actor, BUILD_DEVICE)
+                self.load[actor] += 1
+                progress = True
+
+    def _replace(self, actor, device: str) -> None:
+        ray.kill(actor, no_restart=True)
+        cfg = self.c.pool(device)
+        fresh = start_pool(PoolSettings(device=device, workers=1, cpus_per_worker=cfg["cpus_per_worker"],
+                                        threads=cfg["threads"], memory_gb=cfg["memory_gb"]))[0]
+        self.pools[device] = [fresh if a is actor else a for a in self.pools[device]]
+        self.load.pop(actor, None)
+        self.load[fresh] = 0
+
+    def _finish(self, wall_s: float) -> None:
+        workers = []
+        for actors in getattr(self, "pools", {}).values():
+            for a in actors:
+                try:
+                    workers.append(ray.get(a.stats.remote(), timeout=10))
+                    ray.get(a.shutdown.remote(), timeout=30)
+                except ray.exceptions.RayError:
+                    pass
+        self.stats["workers"] = workers
+        self.stats["wall_s"] = wall_s
+        (self.run_dir / "stats").mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        (self.run_dir / "stats" / f"session-{stamp}.json").write_text(json.dumps(self.stats, indent=1, default=str))
+        if self.started_ray:
+            ray.shutdown()

@@ -1,0 +1,35 @@
+"""Insert an elementwise unary op after a floating tensor: widens op coverage per site."""
+from __future__ import annotations
+
+from . import register_mutator
+from .base import Mutator, aten, copy_graph, finish, float_nodes, insert_after, node, pick
+
+UNARY = {
+    "abs": aten.abs.default, "neg": aten.neg.default, "sin": aten.sin.default, "cos": aten.cos.default,
+    "tanh": aten.tanh.default, "sigmoid": aten.sigmoid.default, "relu": aten.relu.default,
+    "erf": aten.erf.default, "atan": aten.atan.default, "square": aten.square.default,
+    "exp": aten.exp.default, "expm1": aten.expm1.default, "floor": aten.floor.default,
+    "round": aten.round.default, "sign": aten.sign.default, "reciprocal": aten.reciprocal.default,
+    "rsqrt": aten.rsqrt.default, "log1p": aten.log1p.default, "trunc": aten.trunc.default,
+    "sinh": aten.sinh.default, "asinh": aten.asinh.default,
+}
+
+
+@register_mutator
+class InsertUnary(Mutator):
+    """Insert an elementwise unary op (sin, exp, floor, rsqrt, ...) after a floating node."""
+
+    name = "insert_unary"
+    family = "structure"
+
+    def propose(self, variant, rng):
+        site = pick(rng, float_nodes(variant))
+        if site is None:
+            return None
+        return {"node": site.name, "op": pick(rng, sorted(UNARY))}
+
+    def apply(self, variant, params):
+        graph, nodes = copy_graph(variant.gm)
+        anchor = node(nodes, params["node"])
+        insert_after(anchor, UNARY[params["op"]], (anchor,))
+        return finish(variant, graph)
