@@ -1,0 +1,39 @@
+"""Shared fixtures. Subprocesses (sandboxes, Ray workers, the CLI) find the repo on PYTHONPATH."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+def gapfuzz(*args, cwd=None, timeout=600, check=False) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would, in a fresh interpreter."""
+    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"gapfuzz {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def write_campaign(tmp_path):
+    def write(text: str, name: str = "c.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+    return write
+
+
+@pytest.fixture(scope="session")
+def captured_vit():
+    from seeds import create_seed
+    from seeds.capture import capture
+
+    return capture(create_seed("timm/test_vit"))

@@ -1,0 +1,34 @@
+"""Functions that misbehave on purpose, run inside a sandbox by the tests."""
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+
+def echo(x):
+    return x
+
+
+def segfault():
+    ctypes.string_at(0)
+
+
+def abort():
+    os.abort()
+
+
+def hang():
+    time.sleep(3600)
+
+
+def hog_memory(step_mb: int = 64):
+    chunks = []
+    while True:
+        chunks.append(bytearray(step_mb << 20))
+        for i in range(0, len(chunks[-1]), 4096):
+            chunks[-1][i] = 1
+
+
+def raise_value_error():
+    raise ValueError("bad value 42")

@@ -1,0 +1,55 @@
+"""Campaign files are checked before any work starts; each problem is one line naming it."""
+from __future__ import annotations
+
+import pytest
+
+from fuzzer.campaign import CampaignError, from_dict, load_campaign
+from fuzzer.plan import select_seeds
+
+from .conftest import gapfuzz
+
+BASE = {"seeds": [{"source": "timm", "include": ["test_resnet"]}], "backends": {"targets": ["inductor@cpu"]}}
+
+
+def test_default_campaign_resolves_with_defaults():
+    c = load_campaign()
+    assert c.name == "default"
+    assert c.reference.name == "eager@cpu" and c.oracle.name == "eager-fp64@cpu"
+    assert [t.name for t in c.targets] == ["inductor@cpu"]
+    assert c.config["capture"]["max_params"] == 100_000_000
+    assert len(select_seeds(c)) == 3
+
+
+@pytest.mark.parametrize("patch, needle", [
+    ({"sedes": []}, "unknown key 'sedes' at the top level (did you mean 'seeds'?)"),
+    ({"variants": {"per_sed": 2}}, "unknown key 'per_sed' at variants"),
+    ({"variants": {"per_seed": "three"}}, "variants.per_seed"),
+    ({"seeds": [{"source": "timmm"}]}, "unknown seed source 'timmm'"),
+    ({"backends": {"targets": ["inductr@cpu"]}}, "unknown backend stack 'inductr'"),
+    ({"backends": {"targets": ["inductor@gpu"]}}, "unknown device 'gpu'"),
+    ({"backends": {"targets": ["inductor"]}}, "not of the form stack@device"),
+    ({"backends": {"targets": [{"class": "no.such.module:Backend"}]}}, "cannot be loaded"),
+    ({"variants": {"mutators": ["no_such_mutator"]}}, "no mutator matches 'no_such_mutator'"),
+])
+def test_bad_campaign_is_one_line_naming_the_problem(patch, needle):
+    with pytest.raises(CampaignError) as e:
+        from_dict({**BASE, **patch}, "c.yaml")
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg and msg.startswith("c.yaml")
+
+
+def test_cli_rejects_misspelled_key_and_writes_nothing(tmp_path, write_campaign):
+    path = write_campaign("name: x\nsedes:\n  - source: timm\nbackends:\n  targets: [inductor@cpu]\n")
+    proc = gapfuzz("run", path, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'sedes'" in lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_rejects_selection_matching_nothing_and_writes_nothing(tmp_path, write_campaign):
+    path = write_campaign("name: x\nseeds:\n  - {source: timm, include: 'nothing*'}\n"
+                          "backends:\n  targets: [inductor@cpu]\n")
+    proc = gapfuzz("run", path, cwd=tmp_path)
+    assert proc.returncode == 2 and "no timm seed matches" in proc.stderr
+    assert not (tmp_path / "runs").exists()

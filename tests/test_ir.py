@@ -1,0 +1,41 @@
+"""The IR round-trips exactly: same node names, graph hash, weights, inputs and outputs."""
+from __future__ import annotations
+
+import pickle
+
+import torch
+
+from workers.ir import Variant, graph_from_json, graph_to_json
+
+
+def test_payload_roundtrip_is_exact(captured_vit):
+    v = captured_vit.variant
+    payload = pickle.loads(pickle.dumps(v.to_payload(), protocol=5))
+    w = Variant.from_payload(payload)
+    assert [n.name for n in w.gm.graph.nodes] == [n.name for n in v.gm.graph.nodes]
+    assert w.graph_hash == v.graph_hash
+    assert w.weight_checksum() == v.weight_checksum() and w.input_checksum() == v.input_checksum()
+    assert torch.equal(w.gm(*w.inputs)[0], v.gm(*v.inputs)[0])
+
+
+def test_graph_json_is_canonical(captured_vit):
+    text = graph_to_json(captured_vit.variant.gm.graph)
+    assert graph_to_json(graph_from_json(text)) == text
+
+
+def test_strides_and_low_precision_survive_transport(captured_vit):
+    v = captured_vit.variant
+    x = v.inputs[0].to(memory_format=torch.channels_last).to(torch.bfloat16)
+    w = Variant.from_payload(v.with_graph(v.gm, (x,)).to_payload())
+    assert w.inputs[0].dtype == torch.bfloat16
+    assert w.inputs[0].stride() == x.stride()
+    assert torch.equal(w.inputs[0], x)
+
+
+def test_checksum_sees_one_changed_weight(captured_vit):
+    v = captured_vit.variant
+    w = Variant.from_payload(v.to_payload())
+    name, t = next(iter(sorted(w.tensors().items())))
+    t.view(-1)[0] += 1
+    assert w.weight_checksum() != v.weight_checksum()
+    assert w.graph_hash == v.graph_hash

@@ -1,0 +1,40 @@
+"""A sandbox turns every way a process can die into a Fault, and comes back for the next request."""
+from __future__ import annotations
+
+import pytest
+
+from workers.sandbox import Fault, RemoteError, Sandbox
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    sb = Sandbox(memory_limit_gb=1.0)
+    yield sb
+    sb.close()
+
+
+def _call(sb, name, timeout=60.0):
+    return sb.request("call", f"tests.fault_helpers:{name}", (), {}, timeout=timeout)
+
+
+def test_reply_and_restart_after_each_fault(sandbox):
+    assert sandbox.request("call", "tests.fault_helpers:echo", (5,), {}) == 5
+    cases = {"segfault": ("crash", "signal:SIGSEGV"), "abort": ("crash", "signal:SIGABRT"),
+             "hog_memory": ("oom", "limit:memory 1.0GiB")}
+    for name, (status, cause) in cases.items():
+        fault = _call(sandbox, name)
+        assert isinstance(fault, Fault), name
+        assert (fault.status, fault.cause) == (status, cause)
+        assert sandbox.request("call", "tests.fault_helpers:echo", (name,), {}) == name
+
+
+def test_hang_ends_at_the_timeout(sandbox):
+    fault = _call(sandbox, "hang", timeout=2.0)
+    assert isinstance(fault, Fault) and fault.status == "timeout" and fault.cause == "limit:timeout 2s"
+    assert sandbox.request("ping") > 0
+
+
+def test_an_exception_is_reported_not_fatal(sandbox):
+    with pytest.raises(RemoteError, match="bad value 42"):
+        _call(sandbox, "raise_value_error")
+    assert sandbox.alive()

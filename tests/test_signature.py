@@ -1,0 +1,17 @@
+"""Messages that differ only in numbers, shapes, addresses or paths share a template."""
+from analysis.signature import signature_id, template
+
+
+def test_incidental_parts_are_masked():
+    a = "RuntimeError: shape '[1, 197, 768]' is invalid for input of size 151296 at 0x7f3a2b"
+    b = "RuntimeError: shape '[4, 50, 512]' is invalid for input of size 1024 at 0x55aa10"
+    assert template(a) == template(b)
+    c = "failed to compile /tmp/torchinductor_root/ab/cabx2.py: buf12 undefined"
+    d = "failed to compile /tmp/torchinductor_bob/zz/cqq9.py: buf7 undefined"
+    assert template(c) == template(d)
+
+
+def test_different_words_stay_apart():
+    assert template("index out of range") != template("division by zero")
+    assert signature_id("a", "b") != signature_id("a", "c")
+    assert signature_id("a", "b") == signature_id("a", "b")
