@@ -40,12 +40,20 @@ class Captured:
     capture_s: float
 
 
+def _key_name(k) -> str:
+    for attr in ("key", "idx", "name"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
 def output_names(out_spec) -> tuple[str, ...]:
+    """``logits``, ``out``, ``0``, ``hidden_states.1``: one name per flat output, from its path."""
     if out_spec is None:
         return ()
     skeleton = pytree.tree_unflatten(list(range(out_spec.num_leaves)), out_spec)
     paths, _ = pytree.tree_flatten_with_path(skeleton)
-    return tuple(pytree.keystr(p).lstrip(".") or "out" for p, _ in paths)
+    return tuple(".".join(_key_name(k) for k in p) or "out" for p, _ in paths)
 
 
 def unlift(ep: torch.export.ExportedProgram, user_values: list) -> fx.GraphModule:

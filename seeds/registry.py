@@ -4,6 +4,8 @@ from __future__ import annotations
 import fnmatch
 import importlib
 
+from workers.registry import import_plugins
+
 from .spec import BuiltSeed
 
 _SOURCES: dict[str, type] = {}
@@ -33,13 +35,14 @@ def register_source(cls):
     return cls
 
 
-_BUILTIN = ("timm",)
+_BUILTIN = ("timm", "torchvision")
 _instances: dict[str, SeedSource] = {}
 
 
 def _load_builtins() -> None:
     for mod in _BUILTIN:
         importlib.import_module(f"seeds.sources.{mod}")
+    import_plugins()
 
 
 def source_names() -> list[str]:

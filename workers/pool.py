@@ -94,3 +94,34 @@ def start_pool(settings: PoolSettings) -> list:
         settings.device, i, settings.threads, settings.memory_gb, settings.env) for i in range(settings.workers)]
     ray.get([a.ready.remote() for a in actors])
     return actors
+
+
+def map_calls(actors: list, jobs, fn_path: str, timeout: float | None, on_result, on_tick=None,
+              max_inflight: int = 2) -> None:
+    """Run ``fn_path(*args)`` for each ``(key, args)`` of ``jobs`` in the actors' sandboxes,
+    keeping every actor busy; ``on_result(key, reply)`` gets each :meth:`PoolWorker.call` reply."""
+    jobs = iter(jobs)
+    load = {a: 0 for a in actors}
+    inflight: dict = {}
+    exhausted = False
+    while True:
+        while not exhausted:
+            actor = min(load, key=load.get)
+            if load[actor] >= max_inflight:
+                break
+            try:
+                key, args = next(jobs)
+            except StopIteration:
+                exhausted = True
+                break
+            inflight[actor.call.remote(fn_path, tuple(args), {}, timeout=timeout)] = (key, actor)
+            load[actor] += 1
+        if not inflight:
+            return
+        done, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+        for ref in done:
+            key, actor = inflight.pop(ref)
+            load[actor] -= 1
+            on_result(key, ray.get(ref))
+        if on_tick:
+            on_tick()

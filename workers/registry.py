@@ -10,6 +10,7 @@ import difflib
 import fnmatch
 import importlib
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 
 log = logging.getLogger("gapfuzz.workers")
@@ -86,6 +87,22 @@ def device_unavailable_reason(device: str) -> str | None:
     return f"unknown device kind {device!r}"
 
 
+_plugins_imported = False
+
+
+def import_plugins() -> None:
+    """Import the modules named in GAPFUZZ_PLUGINS (comma-separated) once per process.
+
+    A plug-in module registers seed sources, mutators or backends with the usual decorators;
+    the variable reaches Ray workers and sandboxes, so no packaging is needed to try one."""
+    global _plugins_imported
+    if _plugins_imported:
+        return
+    _plugins_imported = True
+    for name in filter(None, (m.strip() for m in os.environ.get("GAPFUZZ_PLUGINS", "").split(","))):
+        importlib.import_module(name)
+
+
 def register_backend(cls):
     if not cls.name:
         raise BackendError(f"backend class {cls.__qualname__} has no name")
@@ -100,6 +117,7 @@ def _load() -> None:
     _loaded = True
     for mod in _BUILTIN:
         importlib.import_module(f"workers.backends.{mod}")
+    import_plugins()
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="gapfuzz.backends"):

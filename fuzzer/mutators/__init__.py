@@ -7,6 +7,8 @@ from __future__ import annotations
 import fnmatch
 import importlib
 
+from workers.registry import import_plugins
+
 from .base import Mutator, MutatorError, Rejected
 
 _MUTATORS: dict[str, type] = {}
@@ -27,6 +29,7 @@ def _load() -> None:
         _loaded = True
         for mod in _BUILTIN:
             importlib.import_module(f"{__name__}.{mod}")
+        import_plugins()
 
 
 def list_mutators(filter: str | None = None) -> list[str]:

@@ -1,0 +1,64 @@
+"""Scan one seed: build, check the parameter cap, capture, run once on eager. Never raises.
+
+Runs inside a worker sandbox, so a crash in a model's constructor or in torch.export
+costs one catalog row, not the scan.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import Counter
+
+import torch
+
+from analysis.catalog import CatalogRow
+from analysis.signature import signature
+from workers.faults import describe
+from workers.ir import target_name
+
+from .capture import CaptureError, capture
+from .registry import create_seed
+
+
+def _fail(row: CatalogRow, stage: str, exc: BaseException, status: str = "error") -> CatalogRow:
+    d = describe(exc.__cause__ if isinstance(exc, CaptureError) and exc.__cause__ else exc)
+    row.status, row.stage, row.error_type, row.message = status, stage, d["error_type"], d["message"]
+    row.signature = signature(stage, row.error_type, row.message)
+    return row
+
+
+def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
+    row = CatalogRow(seed_id=seed_id, torch_version=torch.__version__, host=socket.gethostname())
+    t0 = time.perf_counter()
+    try:
+        built = create_seed(seed_id)
+    except Exception as e:  # noqa: BLE001 - a seed that does not build is a row
+        row.build_s = time.perf_counter() - t0
+        return _fail(row, "build", e)
+    row.build_s = time.perf_counter() - t0
+    info = built.info
+    row.source, row.family, row.task, row.output_kind = info.source, info.family, info.task, info.output_kind
+    row.params, row.input_spec = info.params, json.dumps(info.input_spec)
+    try:
+        cap = capture(built, max_params)
+    except CaptureError as e:
+        if e.stage == "budget":
+            row.status, row.stage, row.message = "skipped", "budget", str(e)
+            return row
+        row.capture_s = time.perf_counter() - t0 - row.build_s
+        return _fail(row, e.stage, e)
+    row.capture_s = cap.capture_s
+    v = cap.variant
+    counts = Counter(target_name(n.target) for n in v.gm.graph.nodes if n.op == "call_function")
+    row.node_count, row.ops, row.op_counts = v.node_count, sorted(counts), json.dumps(dict(sorted(counts.items())))
+    row.output_names = list(v.output_names)
+    t1 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            v.gm(*v.inputs)
+    except Exception as e:  # noqa: BLE001 - the captured graph fails on the reference
+        row.run_s = time.perf_counter() - t1
+        return _fail(row, "run", e)
+    row.run_s = time.perf_counter() - t1
+    return row

@@ -1,0 +1,86 @@
+"""Every torchvision model: classification, detection, segmentation, video, optical flow.
+
+Each is built with seeded random weights (``weights=None``, ``weights_backbone=None``) and
+given the input its task expects. Detection models keep their architecture but resize to
+320 pixels instead of 800, which keeps a CPU campaign affordable.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from ..registry import SeedError, SeedSource, register_source
+from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of, seeded_generator, stable_int
+
+# task module -> (task, output kind)
+_TASKS = {
+    "detection": ("object-detection", "boxes"),
+    "segmentation": ("semantic-segmentation", "masks"),
+    "video": ("video-classification", "class_logits"),
+    "optical_flow": ("optical-flow", "flow"),
+    "quantization": ("image-classification", "class_logits"),
+}
+_SIZE = {"inception_v3": 299, "quantized_inception_v3": 299}  # classification inputs differ from 224
+_VIDEO_SIZE = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}  # others take 224
+_DETECTION_SIZE = 320
+
+
+def _task_module(name: str) -> str:
+    from torchvision import models
+
+    for module in _TASKS:
+        if name in models.list_models(module=getattr(models, module)):
+            return module
+    return "classification"
+
+
+@register_source
+class TorchvisionSource(SeedSource):
+    name = "torchvision"
+    prefix = "tv"
+
+    def list_ids(self) -> list[str]:
+        from torchvision import models
+
+        return [f"tv/{m}" for m in models.list_models()]
+
+    def build(self, seed_id: str) -> BuiltSeed:
+        from torchvision import models
+
+        name = seed_id.split("/", 1)[1]
+        if name not in models.list_models():
+            raise SeedError(f"unknown torchvision model {name!r} in seed id {seed_id!r}")
+        module = _task_module(name)
+        kwargs = {"weights": None}
+        builder = models.get_model_builder(name)
+        if "weights_backbone" in inspect.signature(builder).parameters:
+            kwargs["weights_backbone"] = None
+        if module == "detection" and not name.startswith(("ssd", "ssdlite")):
+            kwargs.update(min_size=_DETECTION_SIZE, max_size=_DETECTION_SIZE)
+        torch.manual_seed(stable_int(seed_id))
+        model = builder(**kwargs).eval()
+        args = self._inputs(name, module, seeded_generator(seed_id + "#input"))
+        task, kind = _TASKS.get(module, ("image-classification", "class_logits"))
+        family = builder.__module__.rsplit(".", 1)[-1]
+        info = SeedInfo(id=seed_id, source=self.name, family=family, task=task, output_kind=kind,
+                        input_spec=input_spec_of(_flat(args), {}), params=count_params(model),
+                        extra={"task_module": module})
+        return BuiltSeed(info, model, args)
+
+    @staticmethod
+    def _inputs(name: str, module: str, g: torch.Generator) -> tuple:
+        if module == "detection":
+            size = 300 if name.startswith("ssd300") else _DETECTION_SIZE
+            return ([torch.rand((3, size, size), generator=g)],)
+        if module == "video":
+            s = _VIDEO_SIZE.get(name, 224)
+            return (torch.randn((1, 3, 16, s, s), generator=g),)
+        if module == "optical_flow":
+            return (torch.rand((1, 3, 128, 128), generator=g) * 2 - 1, torch.rand((1, 3, 128, 128), generator=g) * 2 - 1)
+        s = _SIZE.get(name, 224)
+        return (torch.randn((1, 3, s, s), generator=g),)
+
+
+def _flat(args: tuple) -> tuple:
+    return tuple(torch.utils._pytree.tree_leaves(args))
