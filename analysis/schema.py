@@ -104,10 +104,15 @@ def _arrow_type(hint) -> pa.DataType:
     return _ARROW[base]
 
 
+def arrow_schema_of(cls, version: int = SCHEMA_VERSION) -> pa.Schema:
+    """The Parquet schema of a record dataclass: one column per field, types from the hints."""
+    hints = typing.get_type_hints(cls)
+    return pa.schema([pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(cls)],
+                     metadata={"gapfuzz_schema_version": str(version)})
+
+
 def arrow_schema() -> pa.Schema:
-    hints = typing.get_type_hints(RunRecord)
-    return pa.schema([pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(RunRecord)],
-                     metadata={"gapfuzz_schema_version": str(SCHEMA_VERSION)})
+    return arrow_schema_of(RunRecord)
 
 
 COLUMNS = [f.name for f in dataclasses.fields(RunRecord)]

@@ -103,11 +103,34 @@ def cmd_backends(args) -> int:
     return 0
 
 
-def cmd_seeds(args) -> int:
-    from seeds import list_seeds
+def _seed_ids(args) -> list[str]:
+    from seeds import get_source, list_seeds
 
-    for sid in list_seeds(filter=args.filter, source=args.source):
+    if args.source:
+        get_source(args.source)  # an unknown source is one clear line
+    ids = list_seeds(filter=args.filter, source=args.source, exclude=args.exclude)
+    if not ids:
+        raise UserError(f"no seed matches source={args.source or 'any'} filter={args.filter or '*'}")
+    return ids
+
+
+def cmd_seeds(args) -> int:
+    for sid in _seed_ids(args):
         print(sid)
+    return 0
+
+
+def cmd_seeds_scan(args) -> int:
+    from analysis.seed_report import render_scan_summary
+
+    from .scan import pick, scan
+
+    ids = pick(_seed_ids(args), args.sample, args.seed)
+    catalog = scan(ids, args.out, workers=args.workers, timeout_s=args.timeout, max_params=args.max_params,
+                   memory_gb=args.memory_gb, address=args.address, progress=not args.quiet)
+    df = catalog.read().to_pandas()
+    print(render_scan_summary(df[df["seed_id"].isin(ids)]))
+    print(f"catalog: {catalog.dir}")
     return 0
 
 
@@ -132,9 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("seeds", help="list seeds")
     ss = s.add_subparsers(dest="seeds_command", required=True)
     sl = ss.add_parser("list", help="print seed ids, one a line (nothing is built)")
-    sl.add_argument("--source", help="timm, torchvision, transformers or ops")
-    sl.add_argument("--filter", help="glob on the seed id, e.g. 'timm/resnet*'")
+    sc = ss.add_parser("scan", help="build, capture and run seeds once on the reference, into a catalog")
+    for q in (sl, sc):
+        q.add_argument("--source", help="timm, torchvision, transformers or ops")
+        q.add_argument("--filter", action="append", help="glob on the seed id, e.g. 'timm/resnet*' (repeatable)")
+        q.add_argument("--exclude", action="append", help="glob of seeds to leave out (repeatable)")
     sl.set_defaults(fn=cmd_seeds)
+    sc.add_argument("--sample", type=int, help="scan a random sample of this many seeds")
+    sc.add_argument("--seed", type=int, default=0, help="random seed of the sample")
+    sc.add_argument("--out", default="runs/seed-scan", help="folder of the catalog (resumed if it exists)")
+    sc.add_argument("--workers", type=int, default=0, help="parallel workers (default: one per core)")
+    sc.add_argument("--timeout", type=float, default=600, help="seconds per seed")
+    sc.add_argument("--max-params", type=int, default=100_000_000, help="parameter cap")
+    sc.add_argument("--memory-gb", type=float, help="memory limit per worker")
+    sc.add_argument("--address", help="Ray cluster to join")
+    sc.add_argument("--quiet", action="store_true", help="no progress line")
+    sc.set_defaults(fn=cmd_seeds_scan)
 
     m = sub.add_parser("mutators", help="list mutation operators")
     m.set_defaults(fn=cmd_mutators)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import ray
 
+from analysis.catalog import Catalog
 from analysis.store import RecordBuffer, RecordStore
 from workers.pool import PoolSettings, start_pool
 from workers.registry import unavailable_reason
@@ -25,7 +26,7 @@ from .campaign import Campaign, CampaignError
 from .mutators import resolve_mutators
 from .plan import SeedWork, plan, seed_failure_id, select_seeds
 from .progress import Progress
-from .records import run_record, seed_failure_record
+from .records import catalog_row, run_record, seed_failure_record
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
@@ -47,6 +48,7 @@ class Driver:
     def __init__(self, campaign: Campaign, run_dir: Path, address: str | None = None, progress: bool = True):
         self.c, self.run_dir, self.address = campaign, Path(run_dir), address
         self.store = RecordStore(run_dir)
+        self.catalog: list = []  # seed catalog rows, written with the records
         self.buffer = RecordBuffer(self.store, max_records=campaign.config["run"]["flush_every"], max_age_s=10)
         self.specs = {s.name: s for s in campaign.backends()}
         self.home = campaign.reference.device
@@ -134,12 +136,15 @@ class Driver:
             result["seed"] = None
         else:
             result = reply["value"]
+        self.catalog.append(catalog_row(work.seed_id, result))
+        if len(self.catalog) >= 20:
+            self._write_catalog()
         if result["status"] != "ok":
             rec = seed_failure_record(self.c.name, work.seed_id, result, self.ref_name, self.home,
                                       seed_failure_id(work.seed_id))
             self.buffer.add([rec])
             self.progress.status[rec.status] += 1
-            self.progress.total_runs -= sum(len(m) for m in work.missing.values()) - 1
+            self.progress.total -= sum(len(m) for m in work.missing.values()) - 1
             return []
         self.stats["builds"].append({k: result.get(k) for k in ("seed_id", "capture_s", "build_s", "tried",
                                                                 "rejected")})
@@ -152,6 +157,10 @@ class Driver:
                             or d == self.home)
             out.append(VariantWork(work.seed_id, result["seed"], v, payload, missing, devices))
         return out
+
+    def _write_catalog(self) -> None:
+        Catalog(self.run_dir).write(self.catalog)
+        self.catalog = []
 
     def on_run(self, vw: VariantWork, outcomes: list[dict]) -> None:
         names = vw.meta.get("output_names")
@@ -178,8 +187,8 @@ class Driver:
         seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
         work = plan(self.c, seed_ids, self.store.done_keys())
         total = sum(len(m) for w in work for m in w.missing.values())
-        self.progress = Progress(total, len(seed_ids), enabled=self.show_progress)
-        self.progress.seeds_done = len(seed_ids) - len(work)
+        self.progress = Progress(total, enabled=self.show_progress)
+        self.seeds_total, self.seeds_done, self.variants_done = len(seed_ids), len(seed_ids) - len(work), 0
         if not work:
             return
         t0 = time.monotonic()
@@ -189,6 +198,7 @@ class Driver:
             self._loop(deque(work))
         finally:
             self.buffer.flush()
+            self._write_catalog()
             self.progress.close()
             self._finish(time.monotonic() - t0)
 
@@ -214,11 +224,12 @@ class Driver:
                         self._next_pool(item, ready)
                         continue
                 if kind == "build":
-                    self.progress.seeds_done += 1
+                    self.seeds_done += 1
                     ready.extend(self.on_build(item, value))
                 else:
                     self.on_run(item, value)
                     self._next_pool(item, ready)
+            self.progress.context = f"seeds {self.seeds_done}/{self.seeds_total}  variants {self.variants_done}"
             self.progress.update()
 
     def _next_pool(self, vw: VariantWork, ready: deque) -> None:
@@ -226,7 +237,7 @@ class Driver:
         if vw.devices:
             ready.appendleft(vw)
         else:
-            self.progress.variants_done += 1
+            self.variants_done += 1
 
     def _fill(self, builds: deque, ready: deque, inflight: dict) -> None:
         progress = True

@@ -16,7 +16,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 from seeds import create_seed
 from seeds.capture import CaptureError, capture
 from workers.faults import describe
-from workers.ir import Variant, flatten_outputs
+from workers.ir import Variant, flatten_outputs, target_name
 
 from .mutators import Rejected, get_mutator
 from .recipe import Recipe, variant_id, variant_rng_seed
@@ -122,8 +122,10 @@ def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_se
             "output_names": list(v.output_names),
             "payload": v.to_payload(), "gen_s": time.perf_counter() - t1,
         })
+    counts = Counter(target_name(n.target) for n in base.gm.graph.nodes if n.op == "call_function")
     return {"seed_id": seed_id, "status": "ok", "seed": info, "variants": variants,
             "capture_s": cap.capture_s, "build_s": time.perf_counter() - t0,
+            "base": {"node_count": base.node_count, "op_counts": dict(counts), "output_names": list(base.output_names)},
             "tried": dict(gen_t.tried), "rejected": dict(gen_t.rejected)}
 
 

@@ -7,25 +7,27 @@ from collections import Counter
 
 
 class Progress:
-    def __init__(self, total_runs: int, seeds: int, stream=None, every_s: float = 10.0, enabled: bool = True):
+    def __init__(self, total: int, unit: str = "runs", stream=None, every_s: float = 10.0, enabled: bool = True):
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.total_runs, self.seeds = total_runs, seeds
-        self.seeds_done = 0
-        self.variants_done = 0
-        self.status: Counter = Counter()
+        self.total, self.unit = total, unit
+        self.status: Counter = Counter()  # what finished, by status
+        self.context = ""  # e.g. "seeds 2/3  variants 5"
         self.t0 = time.monotonic()
         self.last = 0.0
         self.every_s = every_s
         self.enabled = enabled
 
+    @property
+    def done(self) -> int:
+        return sum(self.status.values())
+
     def line(self) -> str:
         el = int(time.monotonic() - self.t0)
-        runs = sum(self.status.values())
-        rate = runs / max(1e-9, time.monotonic() - self.t0) * 60
+        rate = self.done / max(1e-9, time.monotonic() - self.t0) * 60
         shown = " ".join(f"{k} {v}" for k, v in sorted(self.status.items()))
-        return (f"[{el // 60:02d}:{el % 60:02d}] seeds {self.seeds_done}/{self.seeds}  variants {self.variants_done}"
-                f"  runs {runs}/{self.total_runs} ({rate:.0f}/min)  {shown}")
+        ctx = f"{self.context}  " if self.context else ""
+        return f"[{el // 60:02d}:{el % 60:02d}] {ctx}{self.unit} {self.done}/{self.total} ({rate:.0f}/min)  {shown}"
 
     def update(self, force: bool = False) -> None:
         if not self.enabled:

@@ -52,3 +52,23 @@ def seed_failure_record(campaign: str, seed_id: str, result: dict, backend: str,
     rec.recipe = json.dumps({"seed": seed_id, "mutations": [], "rng": 0})
     rec.signature = signature(rec.stage, rec.error_type, rec.message)
     return rec
+
+
+def catalog_row(seed_id: str, result: dict):
+    """What a campaign's build learned about a seed, as a seed catalog row."""
+    from analysis.catalog import CatalogRow
+
+    seed = result.get("seed") or {}
+    row = CatalogRow(seed_id=seed_id, source=seed.get("source", seed_id.split("/")[0]), family=seed.get("family", ""),
+                     task=seed.get("task", ""), output_kind=seed.get("output_kind", ""), params=seed.get("params"),
+                     input_spec=json.dumps(seed.get("input_spec", [])), capture_s=result.get("capture_s"))
+    if result.get("status") != "ok":
+        row.status = "skipped" if result.get("stage") == "budget" else result.get("status", "error")
+        row.stage, row.error_type, row.message = result.get("stage"), result.get("error_type"), result.get("message")
+        row.signature = signature(row.stage, row.error_type, row.message)
+        return row
+    base = result.get("base") or {}
+    counts = base.get("op_counts", {})
+    row.node_count, row.ops, row.op_counts = base.get("node_count"), sorted(counts), json.dumps(counts, sort_keys=True)
+    row.output_names, row.build_s = base.get("output_names", []), result.get("build_s")
+    return row

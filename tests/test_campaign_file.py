@@ -53,3 +53,16 @@ def test_cli_rejects_selection_matching_nothing_and_writes_nothing(tmp_path, wri
     proc = gapfuzz("run", path, cwd=tmp_path)
     assert proc.returncode == 2 and "no timm seed matches" in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_selection_by_source_glob_include_exclude_sample_and_limit():
+    sel = {"seeds": [{"source": "timm", "include": ["test_*"], "exclude": ["*vit*"]},
+                     {"source": "torchvision", "include": "resnet*", "sample": 2},
+                     {"source": "timm", "include": "resnet*", "limit": 3}],
+           "backends": {"targets": ["inductor@cpu"]}}
+    ids = select_seeds(from_dict(sel))
+    timm_test = [i for i in ids if i.startswith("timm/test_")]
+    assert timm_test and not any("vit" in i for i in timm_test)
+    assert len([i for i in ids if i.startswith("tv/")]) == 2
+    assert len([i for i in ids if i.startswith("timm/resnet")]) == 3
+    assert ids == select_seeds(from_dict(sel))  # the sample is fixed by the campaign seed

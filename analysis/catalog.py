@@ -1,0 +1,81 @@
+"""The seed catalog: one row per seed scanned (or built by a campaign), as Parquet.
+
+It answers the export-coverage questions per source and family: how many seeds build,
+fit the parameter cap, capture with torch.export and run on the reference, and why not.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from .schema import arrow_schema_of
+from .store import write_table_atomic
+
+CATALOG_VERSION = 1
+STATUSES = ("ok", "error", "crash", "timeout", "oom", "skipped")
+
+
+@dataclass
+class CatalogRow:
+    seed_id: str
+    source: str = ""
+    family: str = ""
+    task: str = ""
+    output_kind: str = ""
+    status: str = "ok"  # ok error crash timeout oom skipped (over the parameter cap)
+    stage: str | None = None  # build budget capture run: where it stopped
+    error_type: str | None = None
+    message: str | None = None
+    signature: str | None = None
+    params: int | None = None
+    node_count: int | None = None
+    ops: list[str] = field(default_factory=list)
+    op_counts: str = "{}"  # JSON {aten op: calls in the graph}
+    input_spec: str = "[]"  # JSON [[name, shape, dtype], ...]
+    output_names: list[str] = field(default_factory=list)
+    build_s: float | None = None
+    capture_s: float | None = None
+    run_s: float | None = None
+    torch_version: str = ""
+    host: str = ""
+    time: dt.datetime | None = None
+    schema_version: int = CATALOG_VERSION
+
+
+def catalog_schema() -> pa.Schema:
+    return arrow_schema_of(CatalogRow, CATALOG_VERSION)
+
+
+class Catalog:
+    """``<dir>/catalog/part-*.parquet``; whole files only, like the run records."""
+
+    def __init__(self, run_dir: str | Path):
+        self.dir = Path(run_dir) / "catalog"
+
+    def write(self, rows: list[CatalogRow]) -> Path | None:
+        if not rows:
+            return None
+        now = dt.datetime.now(dt.timezone.utc)
+        data = [dataclasses.asdict(dataclasses.replace(r, time=r.time or now)) for r in rows]
+        table = pa.Table.from_pylist(data, schema=catalog_schema())
+        import uuid
+
+        return write_table_atomic(table, self.dir / "rows" / f"part-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet")
+
+    def files(self) -> list[Path]:
+        return sorted(self.dir.glob("rows/*.parquet"))
+
+    def read(self) -> pa.Table:
+        import pyarrow.dataset as ds
+
+        files = self.files()
+        if not files:
+            return catalog_schema().empty_table()
+        return ds.dataset([str(f) for f in files], schema=catalog_schema()).to_table()
+
+    def done(self) -> set[str]:
+        return set(self.read().column("seed_id").to_pylist())

@@ -1,0 +1,70 @@
+"""Summaries of a seed catalog: export coverage per source and the top failure causes."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .signature import template
+from .table import format_table
+
+STAGES = ["built", "within cap", "captured", "ran"]
+
+
+def coverage(df: pd.DataFrame, listed: dict[str, int] | None = None) -> pd.DataFrame:
+    """Per source: listed, scanned, built, within the cap, captured, ran, and the rates that matter."""
+    rows = []
+    for source, g in df.groupby(df["source"].where(df["source"] != "", df["seed_id"].str.split("/").str[0])):
+        built = g[~((g["status"] != "skipped") & (g["stage"] == "build"))]
+        within = built[built["status"] != "skipped"]
+        captured = within[~within["stage"].isin(["capture"])]
+        ran = g[g["status"] == "ok"]
+        rows.append({"source": source, "listed": (listed or {}).get(source), "scanned": len(g),
+                     "built": len(built), "within cap": len(within), "captured": len(captured), "ran": len(ran),
+                     "ran / within cap": len(ran) / len(within) if len(within) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def top_failures(df: pd.DataFrame, n: int = 8) -> pd.DataFrame:
+    bad = df[~df["status"].isin(["ok", "skipped"])].copy()
+    if bad.empty:
+        return pd.DataFrame(columns=["source", "stage", "error_type", "cause", "seeds", "example"])
+    bad["cause"] = bad["message"].map(lambda m: template(m)[:120])
+    bad["error_type"] = bad["error_type"].fillna("-").map(lambda t: t.rsplit(".", 1)[-1])
+    g = bad.groupby(["source", "stage", "error_type", "cause"]).agg(seeds=("seed_id", "size"),
+                                                                     example=("seed_id", "first")).reset_index()
+    return g.sort_values("seeds", ascending=False).groupby("source").head(n).reset_index(drop=True)
+
+
+def render_scan_summary(df: pd.DataFrame) -> str:
+    cov = coverage(df)
+    rows = [[r["source"], r["scanned"], r["built"], r["within cap"], r["captured"], r["ran"],
+             f"{r['ran / within cap']:.0%}"] for r in cov.to_dict("records")]
+    return format_table(["source", "scanned", "built", "within cap", "captured", "ran", "ran/within cap"], rows)
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = [f"{v:.1%}" if isinstance(v, float) and c.endswith("cap") else
+                 ("" if v is None or (isinstance(v, float) and v != v) else str(v)) for c, v in zip(cols, row)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def render_seed_doc(df: pd.DataFrame, listed: dict[str, int], header: str) -> str:
+    """docs/seeds.md: coverage per source and the top failure causes, from a catalog."""
+    cov = coverage(df, listed)
+    fails = top_failures(df)
+    slow = df[df["status"] == "ok"].assign(total_s=lambda d: d["build_s"].fillna(0) + d["capture_s"].fillna(0)
+                                           + d["run_s"].fillna(0))
+    parts = [header, "## Coverage by source", "",
+             "`built`: the constructor ran; `within cap`: at most the parameter cap; `captured`: "
+             "`torch.export` succeeded; `ran`: the captured graph ran on eager. The rate that matters "
+             "is `ran / within cap`.", "", _md_table(cov), "",
+             "## Time per seed (built, captured and ran)", "",
+             _md_table(slow.groupby("source")["total_s"].describe(percentiles=[0.5, 0.9])[
+                 ["count", "mean", "50%", "90%", "max"]].round(2).reset_index()), "",
+             "## Top failure causes", "",
+             "Messages are templates: numbers, shapes, names and paths masked.", ""]
+    parts.append(_md_table(fails) if not fails.empty else "No failures.")
+    return "\n".join(parts) + "\n"
