@@ -35,7 +35,7 @@ def register_source(cls):
     return cls
 
 
-_BUILTIN = ("timm", "torchvision")
+_BUILTIN = ("timm", "torchvision", "ops")
 _instances: dict[str, SeedSource] = {}
 
 
@@ -71,9 +71,12 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
                exclude: str | list[str] | None = None) -> list[str]:
     """Seed ids, optionally restricted to a source and to glob patterns (matched on the full id
     and on the id without its source prefix, so both 'timm/test_*' and 'test_*' work)."""
-    names = [source] if source else source_names()
-    ids = [i for n in names for i in get_source(n).list_ids()]
     inc = [filter] if isinstance(filter, str) else (filter or [])
+    names = [source] if source else source_names()
+    prefixes = {p.split("/", 1)[0] for p in inc if "/" in p}
+    if not source and inc and all("/" in p for p in inc) and prefixes <= set(_PREFIX):
+        names = sorted({_PREFIX[p] for p in prefixes})  # 'timm/res*' needs only timm's listing
+    ids = [i for n in names for i in get_source(n).list_ids()]
     exc = [exclude] if isinstance(exclude, str) else (exclude or [])
 
     def hit(seed_id, patterns):

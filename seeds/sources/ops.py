@@ -1,0 +1,279 @@
+"""Single-operator seeds from PyTorch's OpInfo database: the unit of a function-level portability
+study (which share of operators does each stack support, and in which dtypes).
+
+Seed id: ``ops/<op>/<dtype>/<sample>``. ``<op>`` is ``OpInfo.name``, plus ``.<variant_test_name>``
+when the OpInfo has a variant (``ops/nn.functional.interpolate.bilinear/float32/0``); op names
+hold no ``/`` and the joined names are checked to be unique. ``<dtype>`` is the torch dtype without
+``torch.`` (``float16``, ``int64``, ``bool``, ``complex64``). ``<sample>`` is the sample's position in
+``op.sample_inputs("cpu", dtype)`` after seeding torch's and Python's RNGs with
+``stable_int("ops/<op>/<dtype>")``, so an id means the same inputs for one torch version.
+
+Finding which samples exist needs the sample generators and two eager runs of each sample (to
+drop samples that fail on the CPU, return anything but dense tensors, or change with the RNG
+state; ops random by name are dropped whole), so the listing is built once and cached as JSON per
+torch version in ``$GAPFUZZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapfuzz``, else ``~/.cache/gapfuzz``.
+``extra["aten"]`` lists the ATen ops the sample dispatched in eager mode (after composite
+decomposition, so ``conv2d`` shows as ``aten.convolution.default``).
+
+Needs the ``expecttest`` package: torch's OpInfo module imports it.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import random
+import re
+import tempfile
+import time
+import warnings
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from unittest import mock
+
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..registry import SeedError, SeedSource, register_source
+from ..spec import BuiltSeed, SeedInfo, input_spec_of, stable_int
+
+log = logging.getLogger("gapfuzz.seeds")
+
+SAMPLES_PER_DTYPE = 2  # samples exposed per (op, dtype): keeps the listing in the thousands
+SCAN_LIMIT = 8  # generator positions looked at per (op, dtype) to find them
+INDEX_FORMAT = 1  # bump when the id scheme or the filters change
+
+# Outputs that depend on RNG state or uninitialised memory cannot be compared across stacks.
+_RANDOM_OPS = re.compile(
+    r"bernoulli|cauchy|exponential|geometric|log_normal|multinomial|normal(\..*)?|uniform|poisson"
+    r"|rand(int|n)?(_like)?|randperm|nn\.functional\.(\w*dropout\w*|rrelu)|(new_)?empty\w*")
+
+
+def op_key(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@cache
+def op_infos() -> dict:
+    """OpInfos by key; imported lazily because common_methods_invocations takes seconds."""
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    except ModuleNotFoundError as e:
+        raise SeedError(f"operator seeds need torch's OpInfo database, which needs {e.name!r}: "
+                        f"pip install {e.name}") from e
+
+    ops = {op_key(op): op for op in op_db}
+    assert len(ops) == len(op_db), "OpInfo keys are not unique"
+    return ops
+
+
+@contextmanager
+def _no_test_lookup():
+    """OpInfo looks for the calling unittest method with inspect.stack(), which costs from 1 ms to
+    over 40 ms a call depending on the caller's stack (it dominated the index build); we have none."""
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+
+    with mock.patch.object(common_utils, "extract_test_fn", lambda: None), \
+            mock.patch.object(core, "extract_test_fn", lambda: None):
+        yield
+
+
+def samples(op, dtype: torch.dtype, count: int) -> list:
+    """The first ``count`` samples, drawn from seeded RNGs so that every run draws the same.
+    OpInfo's own reseeding before each sample (``set_seed``) is off: it costs a CUDA-lazy-init
+    stack trace per sample (as ``torch.manual_seed`` does), and our seed fixes the whole sequence."""
+    seed = stable_int(f"ops/{op_key(op)}/{dtype_name(dtype)}")
+    torch.random.default_generator.manual_seed(seed)  # the CPU generator is all that samples use
+    random.seed(seed)
+    with _no_test_lookup():
+        drawn = op.sample_inputs("cpu", dtype, requires_grad=False, set_seed=False)
+        return list(itertools.islice(drawn, count))
+
+
+def flatten_sample(sample):
+    return pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
+
+
+def unsupported(sample) -> str | None:
+    """Why a sample cannot become ``forward(*tensors)`` around the op, or None."""
+    if "out" in sample.kwargs:
+        return "out= argument"
+    leaves, _ = flatten_sample(sample)
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    if not tensors:
+        return "no tensor input"
+    for t in tensors:
+        if type(t) is not torch.Tensor or t.layout != torch.strided or t.is_quantized or t.is_nested:
+            return "sparse, nested, quantized or subclassed tensor"
+        if t.device.type != "cpu":
+            return "tensor not on the CPU"
+    if any(isinstance(x, (torch.Generator, torch.Storage)) for x in leaves):
+        return "generator or storage argument"
+    return None
+
+
+class OpCall(torch.nn.Module):
+    """Calls one operator on its sample: tensor leaves come in as ``forward``'s positional
+    arguments (pytree order), every other leaf is held as a constant."""
+
+    def __init__(self, fn, sample):
+        super().__init__()
+        leaves, self.spec = flatten_sample(sample)
+        self.fn = fn
+        self.tensor_slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        self.constants = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+
+    def forward(self, *tensors):
+        leaves = list(self.constants)
+        for slot, t in zip(self.tensor_slots, tensors, strict=True):
+            leaves[slot] = t
+        inp, args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return self.fn(inp, *args, **kwargs)
+
+
+def sample_tensors(sample) -> tuple:
+    return tuple(x for x in flatten_sample(sample)[0] if isinstance(x, torch.Tensor))
+
+
+class _AtenRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func)
+        return func(*args, **(kwargs or {}))
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Loose on purpose: LAPACK kernels differ in the last bits from run to run, random ops grossly."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    return torch.allclose(a.to(wide), b.to(wide), rtol=1e-3, atol=1e-3, equal_nan=True)
+
+
+def probe(op, sample) -> list[str] | None:
+    """The ATen ops a sample dispatches, or None when it fails on the CPU, returns anything but
+    dense tensors, or depends on the RNG state. OpInfo pins the seed of some ops with
+    ``torch.manual_seed(42)`` (``wrapper_set_seed``), so that is disabled while probing."""
+    model, inputs, runs = OpCall(op.op, sample), sample_tensors(sample), []
+    try:
+        with _AtenRecorder() as rec, torch.no_grad(), mock.patch.object(torch, "manual_seed", lambda seed: None):
+            for rng_seed in (0, 1):
+                torch.random.default_generator.manual_seed(rng_seed)
+                runs.append(pytree.tree_flatten(model(*inputs)))
+        (outs, spec), (again, spec_again) = runs
+        if not outs or not all(isinstance(o, torch.Tensor) and o.layout == torch.strided for o in outs):
+            return None
+        if spec != spec_again or not all(_close(a, b) for a, b in zip(outs, again)):
+            return None
+    except Exception:  # noqa: BLE001 - a sample the CPU eager kernel rejects is simply not exposed
+        return None
+    return sorted(str(f) for f in rec.ops)
+
+
+def index_ops(op) -> dict[str, list[str]]:
+    """Seed ids of one OpInfo (with the ATen ops each dispatches); none for random ops."""
+    key = op_key(op)
+    if op.op is None or _RANDOM_OPS.fullmatch(key) or re.search(r"[^_]_$", op.name):
+        return {}
+    seeds = {}
+    for dtype in sorted(op.supported_dtypes("cpu"), key=dtype_name):
+        try:
+            drawn = samples(op, dtype, SCAN_LIMIT)
+        except Exception:  # noqa: BLE001 - a generator that fails for a dtype exposes nothing
+            continue
+        found = 0
+        for i, sample in enumerate(drawn):
+            if found == SAMPLES_PER_DTYPE:
+                break
+            if unsupported(sample):
+                continue
+            aten = probe(op, sample)
+            if aten is not None:
+                seeds[f"ops/{key}/{dtype_name(dtype)}/{i}"] = aten
+                found += 1
+    return seeds
+
+
+def cache_dir() -> Path:
+    if os.environ.get("GAPFUZZ_CACHE_DIR"):
+        return Path(os.environ["GAPFUZZ_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gapfuzz"
+
+
+def index_path() -> Path:
+    return cache_dir() / f"ops-index-v{INDEX_FORMAT}-{torch.__version__}.json"
+
+
+def build_index() -> dict:
+    """Scans every OpInfo (10-30 s on one core) and writes the index atomically; returns it."""
+    t0 = time.perf_counter()
+    seeds, threads = {}, torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add overhead, and the host may be shared
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for op in op_infos().values():
+                seeds.update(index_ops(op))
+    finally:
+        torch.set_num_threads(threads)
+    index = {"torch": torch.__version__, "format": INDEX_FORMAT, "build_s": round(time.perf_counter() - t0, 1),
+             "seeds": seeds}
+    path = index_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as f:
+        json.dump(index, f)
+    os.chmod(f.name, 0o644)
+    os.replace(f.name, path)
+    log.info("ops index: %d seeds in %.0fs -> %s", len(seeds), index["build_s"], path)
+    return index
+
+
+def load_index() -> dict:
+    """The cached index, building it when missing or unreadable."""
+    try:
+        return json.loads(index_path().read_text())["seeds"]
+    except (OSError, ValueError, KeyError):
+        return build_index()["seeds"]
+
+
+@register_source
+class OpsSource(SeedSource):
+    name = "ops"
+    prefix = "ops"
+
+    def __init__(self):
+        self._seeds: dict[str, list[str]] | None = None
+
+    def _index(self) -> dict[str, list[str]]:
+        if self._seeds is None:
+            self._seeds = load_index()
+        return self._seeds
+
+    def list_ids(self) -> list[str]:
+        return list(self._index())
+
+    def build(self, seed_id: str) -> BuiltSeed:
+        aten = self._index().get(seed_id)
+        if aten is None:
+            raise SeedError(f"unknown operator seed {seed_id!r} (ids look like ops/add/float16/0)")
+        key, dtype, index = seed_id.split("/", 1)[1].rsplit("/", 2)
+        op, index = op_infos()[key], int(index)
+        sample = samples(op, getattr(torch, dtype), index + 1)[index]
+        args = sample_tensors(sample)
+        info = SeedInfo(
+            id=seed_id, source=self.name, family=op.name, task="operator", output_kind="tensor",
+            input_spec=input_spec_of(args, {}), params=0,
+            extra={"op": key, "dtype": dtype, "sample": index, "aten": aten},
+        )
+        return BuiltSeed(info, OpCall(op.op, sample), args)
