@@ -2,21 +2,29 @@
 from __future__ import annotations
 
 import torch
+import torch.fx as fx
 
 from ..registry import DEVICES, Backend, register_backend
 
 
 def to_device(gm, inputs: tuple, device: str, dtype_map: dict | None = None):
-    """Move weights and inputs, converting dtypes by ``dtype_map`` (e.g. float32 -> float64)."""
+    """A new module (the given one is left alone) and inputs on ``device``, with dtypes converted by
+    ``dtype_map`` (e.g. float32 -> float64)."""
     def conv(t):
         if not isinstance(t, torch.Tensor):
             return t
         return t.to(device=device, dtype=(dtype_map or {}).get(t.dtype, t.dtype))
 
-    gm = gm.to(device)
-    if dtype_map:
-        gm = gm._apply(conv)
-    return gm, tuple(conv(t) for t in inputs)
+    if device == "cpu" and not dtype_map:
+        return gm, tuple(inputs)
+    root = torch.nn.Module()
+    for name, t in gm.named_buffers():
+        root.register_buffer(name, conv(t))
+    for name, p in gm.named_parameters():
+        root.register_parameter(name, torch.nn.Parameter(conv(p.detach()), requires_grad=False))
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return fx.GraphModule(root, graph), tuple(conv(t) for t in inputs)
 
 
 @register_backend

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..registry import Backend, register_backend
+from .eager import to_device
 
 
 @register_backend
@@ -17,6 +18,6 @@ class Inductor(Backend):
     def prepare(self, gm, example_inputs, device):
         options = dict(self.options)
         mode = options.pop("mode", None)
-        gm = gm.to(device)
+        gm, _ = to_device(gm, (), device)
         kwargs = {"mode": mode} if mode else {"options": options or None}
         return torch.compile(gm, backend="inductor", dynamic=False, fullgraph=False, **kwargs)
