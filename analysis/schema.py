@@ -73,6 +73,8 @@ class RunRecord:
     top5_agree: float | None = None
     metamorphic_err: float | None = None
     # cost and provenance
+    capture_s: float | None = None  # the seed's build-free capture time (torch.export and lowering)
+    gen_s: float | None = None  # mutating and validating this variant on the reference
     prepare_s: float | None = None
     first_run_s: float | None = None
     latency_ms: float | None = None

@@ -48,7 +48,7 @@ SCHEMA = {
             "mutations": {"type": "integer", "minimum": 0},
             "mutators": _GLOBS,
             "exclude_mutators": _GLOBS,
-            "guidance": {"enum": ["uniform", "coverage"]},
+            "guidance": {"enum": ["uniform", "mcmc", "coverage"]},
             "max_tries": _POS_INT}},
         "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
             "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},

@@ -23,10 +23,12 @@ from workers.pool import PoolSettings, start_pool
 from workers.registry import unavailable_reason
 
 from .campaign import Campaign, CampaignError
+from .guidance import Feedback
 from .mutators import resolve_mutators
+from .mutators.injection import POOL
 from .plan import SeedWork, plan, seed_failure_id, select_seeds
 from .progress import Progress
-from .records import catalog_row, run_record, seed_failure_record
+from .records import catalog_row, cluster_key, run_record, seed_failure_record
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
@@ -111,8 +113,9 @@ class Driver:
 
     def submit_build(self, actor, work: SeedWork):
         v = self.c.config["variants"]
+        snapshot = None if v["guidance"] == "uniform" else self.feedback.snapshot(v["guidance"])
         args = (work.seed_id, work.indices, v, self.c.config["seed"], self.mutators,
-                self.c.config["capture"]["max_params"])
+                self.c.config["capture"]["max_params"], snapshot)
         return actor.call.remote("fuzzer.generate:build_seed_variants", args, {},
                                  timeout=self.c.config["capture"]["timeout_s"], put_key="payload")
 
@@ -152,6 +155,7 @@ class Driver:
         for v in result["variants"]:
             index = int(v["variant_id"].rsplit("#", 1)[1])
             payload = v.pop("payload")
+            v["capture_s"] = result.get("capture_s")
             missing = work.missing.get(index, set())
             devices = deque(d for d in self.devices if any(self.specs[n].device == d for n in missing)
                             or d == self.home)
@@ -169,6 +173,10 @@ class Driver:
         for r in recs:
             self.progress.status[r.status] += 1
         self.buffer.add(recs)
+        targets = [(r.backend, r.status, cluster_key(r)) for r in recs
+                   if r.backend not in (self.ref_name, self.oracle_name)]
+        if targets:
+            self.feedback.update(json.loads(vw.meta["recipe"])["mutations"], vw.meta.get("ops", []), targets)
 
     def on_lost(self, vw: VariantWork, device: str, err: Exception) -> None:
         """A worker actor died (not a backend fault: the sandbox isolates those)."""
@@ -184,6 +192,7 @@ class Driver:
         self.oracle_name = self.c.oracle.name if self.c.oracle else None
         v = self.c.config["variants"]
         self.mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
+        self.feedback = Feedback(self.mutators, pool_ops=sorted(POOL))
         seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
         work = plan(self.c, seed_ids, self.store.done_keys())
         total = sum(len(m) for w in work for m in w.missing.values())

@@ -11,24 +11,23 @@ import time
 from collections import Counter
 
 import torch
-from torch.fx.passes.shape_prop import ShapeProp
 
 from seeds import create_seed
 from seeds.capture import CaptureError, capture
+from workers.backends.eager import EagerFp64
+from workers.compare import Settings, attribute, compare
 from workers.faults import describe
 from workers.ir import Variant, flatten_outputs, target_name
 
+from .guidance import Chooser
 from .mutators import Rejected, get_mutator
 from .recipe import Recipe, variant_id, variant_rng_seed
+from .validate import Evaluation, evaluate
 
 
 def run_reference(variant: Variant) -> list:
     """Run eagerly node by node, recording each node's shape and dtype for the next pass."""
-    variant.gm.graph.lint()
-    variant.gm.recompile()
-    with torch.no_grad():
-        out = ShapeProp(variant.gm).propagate(*variant.inputs)
-    return flatten_outputs(out)
+    return evaluate(variant).outputs
 
 
 def all_nonfinite(outputs: list) -> bool:
@@ -39,40 +38,44 @@ def all_nonfinite(outputs: list) -> bool:
 class Generator:
     """Draws mutation sequences for one seed; counts what it rejects, per mutator."""
 
-    def __init__(self, base: Variant, seed_outputs: list, gen: dict, campaign_seed: int, mutators: list[str]):
-        self.base, self.seed_outputs, self.gen = base, seed_outputs, gen
+    def __init__(self, base: Evaluation, gen: dict, campaign_seed: int, mutators: list[str],
+                 guidance: dict | None = None):
+        self.base, self.seed_outputs, self.gen = base, base.outputs, gen
         self.campaign_seed, self.mutators = campaign_seed, mutators
+        self.chooser = Chooser(mutators, guidance)
         self.tried: Counter = Counter()
         self.rejected: Counter = Counter()
-        self.seed_nonfinite = all_nonfinite(seed_outputs)
+        self.seed_nonfinite = all_nonfinite(self.seed_outputs)
 
-    def validate(self, variant: Variant, mutator) -> None:
+    def validate(self, variant: Variant, mutator, parent: Evaluation) -> Evaluation:
         try:
-            outputs = run_reference(variant)
+            ev = evaluate(variant, parent)
         except Exception as e:  # noqa: BLE001 - an invalid mutation is rejected quietly
             raise Rejected(f"{type(e).__name__}: {e}") from e
-        if not mutator.numeric and not self.seed_nonfinite and all_nonfinite(outputs):
+        if not mutator.numeric and not self.seed_nonfinite and all_nonfinite(ev.outputs):
             raise Rejected("every output became non-finite")
+        return ev
 
-    def mutate_once(self, current: Variant, rng: random.Random):
+    def mutate_once(self, current: Evaluation, rng: random.Random):
         for _ in range(self.gen["max_tries"]):
-            name = self.mutators[rng.randrange(len(self.mutators))]
+            name = self.chooser.choose(rng)
             mutator = get_mutator(name)
+            if hasattr(mutator, "pool_weights"):
+                mutator.pool_weights = self.chooser.pool_weights()
             self.tried[name] += 1
-            params = mutator.propose(current, rng)
+            params = mutator.propose(current.variant, rng)
             if params is None:
                 self.rejected[name] += 1
                 continue
             try:
-                candidate = mutator.apply(current, params)
-                self.validate(candidate, mutator)
+                candidate = self.validate(mutator.apply(current.variant, params), mutator, current)
             except Rejected:
                 self.rejected[name] += 1
                 continue
             return candidate, [name, params]
         return current, None
 
-    def variant(self, seed_id: str, index: int) -> tuple[Recipe, Variant]:
+    def variant(self, seed_id: str, index: int) -> tuple[Recipe, Evaluation]:
         rng_seed = variant_rng_seed(self.campaign_seed, seed_id, index)
         recipe, current = Recipe(seed_id, [], rng_seed), self.base
         if index == 0 and self.gen["include_seed"] or not self.mutators:
@@ -91,8 +94,19 @@ def _failure(seed_id: str, stage: str, exc: BaseException, info=None) -> dict:
             "message": d["message"], "seed": info, "variants": []}
 
 
+def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, bool]:
+    """A semantics-preserving variant against its seed on the reference: the tolerance ratio, and
+    whether it agrees (within tolerance, or no further from the fp64 seed than the seed itself).
+    ``seed_oracle`` is called only when the outputs differ beyond tolerance."""
+    close = compare(outputs, seed_outputs, Settings())
+    if close.passed:
+        return close.tol_ratio, True
+    v = attribute(outputs, seed_outputs, seed_oracle(), Settings())
+    return v.closeness.tol_ratio, v.verdict == "agree"
+
+
 def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_seed: int,
-                        mutators: list[str], max_params: int | None) -> dict:
+                        mutators: list[str], max_params: int | None, guidance: dict | None = None) -> dict:
     t0 = time.perf_counter()
     try:
         built = create_seed(seed_id)
@@ -106,20 +120,33 @@ def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_se
     del built
     base = cap.variant
     try:
-        seed_outputs = run_reference(base)
+        base_eval = evaluate(base)
     except Exception as e:  # noqa: BLE001 - the captured graph does not run on the reference
         return _failure(seed_id, "run", e, info)
-    gen_t = Generator(base, seed_outputs, gen, campaign_seed, mutators)
+    seed_outputs = base_eval.outputs
+    gen_t = Generator(base_eval, gen, campaign_seed, mutators, guidance)
+    oracle: list = []
+
+    def seed_oracle() -> list:
+        if not oracle:
+            oracle.extend(flatten_outputs(EagerFp64().prepare(base.gm, base.inputs, "cpu")(*base.inputs)))
+        return oracle
+
     variants = []
     for index in indices:
         t1 = time.perf_counter()
-        recipe, v = gen_t.variant(seed_id, index)
+        recipe, ev = gen_t.variant(seed_id, index)
+        v = ev.variant
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
+        meta_err = meta_ok = None
+        if preserving and recipe.mutations:
+            meta_err, meta_ok = metamorphic(ev.outputs, seed_outputs, seed_oracle)
         variants.append({
             "variant_id": variant_id(seed_id, index), "recipe": recipe.to_json(),
             "mutations": recipe.mutator_names, "semantics_preserving": preserving,
             "graph_hash": v.graph_hash, "node_count": v.node_count, "ops": v.ops,
             "output_names": list(v.output_names),
+            "metamorphic_err": meta_err, "metamorphic_ok": meta_ok,
             "payload": v.to_payload(), "gen_s": time.perf_counter() - t1,
         })
     counts = Counter(target_name(n.target) for n in base.gm.graph.nodes if n.op == "call_function")

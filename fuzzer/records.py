@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from analysis.schema import COLUMNS, RunRecord
-from analysis.signature import signature
+from analysis.signature import signature, template
 
 _JSON_FIELDS = {"options": "backend_options", "backend_info": "backend_info", "versions": "versions"}
 
@@ -16,8 +16,8 @@ def _seed_columns(seed: dict | None) -> dict:
 
 
 def _variant_columns(v: dict) -> dict:
-    return {k: v[k] for k in ("recipe", "mutations", "semantics_preserving", "graph_hash", "node_count", "ops")
-            if k in v}
+    return {k: v[k] for k in ("recipe", "mutations", "semantics_preserving", "graph_hash", "node_count", "ops",
+                              "metamorphic_err", "gen_s", "capture_s") if k in v}
 
 
 def run_record(campaign: str, seed_id: str, seed: dict | None, variant: dict, outcome: dict,
@@ -72,3 +72,12 @@ def catalog_row(seed_id: str, result: dict):
     row.node_count, row.ops, row.op_counts = base.get("node_count"), sorted(counts), json.dumps(counts, sort_keys=True)
     row.output_names, row.build_s = base.get("output_names", []), result.get("build_s")
     return row
+
+
+def cluster_key(r: RunRecord) -> str | None:
+    """The first-level cluster a run falls in (None when it passed): feeds guidance."""
+    if r.status == "ok":
+        return None
+    if r.status == "mismatch":
+        return f"{r.backend}|mismatch|{r.symptom}|{r.verdict}|{r.output_dtype}"
+    return f"{r.backend}|{r.status}|{r.stage}|{r.error_type}|{template(r.message)}"

@@ -1,43 +1,109 @@
-"""Mutators are pure passes: they return a new graph, leave the old one alone, and replay."""
+"""Mutators are pure passes: new graph, old one untouched, valid on the reference, replayable."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
+import torch
 
-from fuzzer.generate import build_seed_variants, replay, run_reference
-from fuzzer.mutators import get_mutator, list_mutators, resolve_mutators
+from fuzzer.generate import build_seed_variants, replay
+from fuzzer.guidance import Chooser, Feedback
+from fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
 from fuzzer.recipe import Recipe
+from fuzzer.validate import evaluate
+from seeds import create_seed
+from seeds.capture import capture
+
+FAMILIES = {"structure", "substitution", "injection", "numeric", "precision", "semantic"}
 
 
-@pytest.mark.parametrize("name", ["replace_activation", "insert_unary"])
-def test_mutation_returns_new_graph_and_leaves_input_alone(captured_vit, name):
-    base = captured_vit.variant
-    run_reference(base)
-    before = base.graph_hash
+@pytest.fixture(scope="module")
+def bases():
+    out = {}
+    for sid in ("timm/test_vit", "timm/test_resnet", "timm/test_convnext", "ops/softmax/float32/0"):
+        v = capture(create_seed(sid)).variant
+        out[sid] = evaluate(v)
+    return out
+
+
+def test_at_least_twenty_mutators_over_six_families():
+    table = mutator_table()
+    assert len(table) >= 20
+    assert {fam for _, fam, _, _ in table} == FAMILIES
+    assert any(keep for *_, keep, _ in [(n, f, k, d) for n, f, k, d in table])
+
+
+@pytest.mark.parametrize("name", list_mutators())
+def test_every_mutator_applies_somewhere_and_leaves_its_input_alone(bases, name):
     mutator = get_mutator(name)
-    params = mutator.propose(base, random.Random(1))
-    assert params is not None
-    out = mutator.apply(base, params)
-    assert base.graph_hash == before
-    assert out.graph_hash != before
-    out.gm.graph.lint()
-    run_reference(out)
+    applied = 0
+    for sid, ev in bases.items():
+        before = ev.variant.graph_hash, ev.variant.weight_checksum(), ev.variant.input_checksum()
+        for k in range(3):
+            params = mutator.propose(ev.variant, random.Random(k))
+            if params is None:
+                continue
+            out = mutator.apply(ev.variant, params)
+            assert (ev.variant.graph_hash, ev.variant.weight_checksum(), ev.variant.input_checksum()) == before
+            out.gm.graph.lint()
+            evaluate(out, ev)
+            applied += 1
+    assert applied, f"{name} found no site in any test seed"
 
 
-def test_recipes_replay_to_the_same_graph():
+def test_incremental_evaluation_equals_a_full_run(bases):
+    ev = bases["timm/test_convnext"]
+    for name in ("insert_unary", "scale_magnitude", "conv_bias_split", "remove_node"):
+        m = get_mutator(name)
+        v = m.apply(ev.variant, m.propose(ev.variant, random.Random(3)))
+        fast, full = evaluate(v, ev).outputs, evaluate(v).outputs
+        assert all(torch.equal(a, b) or (a.isnan() == b.isnan()).all() for a, b in zip(fast, full)), name
+        assert all(torch.equal(a, b) for a, b in zip(full, [t for t in v.gm(*v.inputs)])), name
+
+
+def test_recipes_replay_to_the_same_graph_weights_and_inputs():
     gen = {"include_seed": True, "mutations": 2, "max_tries": 8}
-    result = build_seed_variants("timm/test_convnext", [0, 1, 2], gen, 7, list_mutators(), None)
+    result = build_seed_variants("timm/test_convnext", [0, 1, 2, 3], gen, 7, list_mutators(), None)
     assert result["status"] == "ok"
-    hashes = {v["graph_hash"] for v in result["variants"]}
-    assert len(hashes) == 3
+    assert len({v["graph_hash"] for v in result["variants"]}) == 4
     for v in result["variants"]:
-        assert replay(Recipe.from_json(v["recipe"])).graph_hash == v["graph_hash"]
+        again = replay(Recipe.from_json(v["recipe"]))
+        assert again.graph_hash == v["graph_hash"]
+        sent = v["payload"]
+        from workers.ir import Variant
+
+        w = Variant.from_payload(sent)
+        assert again.weight_checksum() == w.weight_checksum() and again.input_checksum() == w.input_checksum()
     again = build_seed_variants("timm/test_convnext", [1], gen, 7, list_mutators(), None)
     assert again["variants"][0]["recipe"] == result["variants"][1]["recipe"]
+
+
+def test_semantics_preserving_variants_agree_with_their_seed():
+    gen = {"include_seed": False, "mutations": 2, "max_tries": 8}
+    keep = [n for n, _, k, _ in mutator_table() if k]
+    result = build_seed_variants("timm/test_vit", list(range(6)), gen, 3, keep, None)
+    checked = [v for v in result["variants"] if v["metamorphic_ok"] is not None]
+    assert checked and all(v["metamorphic_ok"] for v in checked)
 
 
 def test_mutator_selection_by_glob_and_family():
     assert resolve_mutators(["replace_*"]) == ["replace_activation"]
     assert set(resolve_mutators(["structure"])) >= {"replace_activation", "insert_unary"}
     assert "insert_unary" not in resolve_mutators(["*"], ["insert_*"])
+
+
+def test_mcmc_and_coverage_guidance_favour_mutators_that_found_something():
+    names = ["a", "b", "c", "d"]
+    fb = Feedback(names, pool_ops=["cumsum", "flip"])
+    for _ in range(20):
+        fb.update([["a", {}]], ["aten.sin.default"], [("x@cpu", "crash", f"k{_}")])
+        fb.update([["d", {}], ["inject_op", {"op": "cumsum"}]], ["aten.sin.default"], [("x@cpu", "ok", None)])
+    assert fb.scores()["a"] > 0.9 > 0.1 > fb.scores()["d"]
+    for mode in ("mcmc", "coverage"):
+        chooser = Chooser(names, fb.snapshot(mode))
+        picks = Counter(chooser.choose(random.Random(i)) for i in range(400))
+        assert picks["a"] > picks["d"], mode
+    assert fb.snapshot("coverage")["op_weights"]["flip"] > fb.snapshot("coverage")["op_weights"]["cumsum"]
+    uniform = Counter(Chooser(names, None).choose(random.Random(i)) for i in range(400))
+    assert min(uniform.values()) > 60

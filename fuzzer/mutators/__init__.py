@@ -12,7 +12,8 @@ from workers.registry import import_plugins
 from .base import Mutator, MutatorError, Rejected
 
 _MUTATORS: dict[str, type] = {}
-_BUILTIN = ("activation", "insert_unary")
+_BUILTIN = ("activation", "insert_unary", "structure", "substitution", "injection", "numeric", "precision",
+            "semantic")
 _loaded = False
 
 

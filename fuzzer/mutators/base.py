@@ -80,7 +80,7 @@ def node(nodes: dict[str, fx.Node], name: str) -> fx.Node:
 
 def insert_after(anchor: fx.Node, target, args: tuple, kwargs: dict | None = None) -> fx.Node:
     """A new call after ``anchor`` that takes over every use of it."""
-    with anchor.graph.inserting_after(anchor):
+    with anchor.graph.inserting_before(anchor.next):
         new = anchor.graph.call_function(target, args, kwargs or {})
     anchor.replace_all_uses_with(new, delete_user_cb=lambda user: user is not new)
     return new
@@ -88,3 +88,81 @@ def insert_after(anchor: fx.Node, target, args: tuple, kwargs: dict | None = Non
 
 def pick(rng: random.Random, items: list):
     return items[rng.randrange(len(items))] if items else None
+
+
+def users_of(n: fx.Node) -> list[fx.Node]:
+    return list(n.users)
+
+
+def shape_of(n) -> tuple | None:
+    tm = tensor_meta(n) if isinstance(n, fx.Node) else None
+    return tuple(tm.shape) if tm is not None else None
+
+
+def dtype_of(n):
+    tm = tensor_meta(n) if isinstance(n, fx.Node) else None
+    return tm.dtype if tm is not None else None
+
+
+class Rewrite:
+    """A copy of a variant's graph to edit, plus the tensors and inputs the edit changes.
+
+    New constants become get_attr targets named ``gf_<hint>_<k>``; replaced weights keep
+    their name but get a new tensor, so the variant the pass started from is never touched.
+    """
+
+    def __init__(self, variant: Variant):
+        self.variant = variant
+        self.graph, self.nodes = copy_graph(variant.gm)
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.inputs = tuple(variant.inputs)
+
+    def node(self, name: str) -> fx.Node:
+        return node(self.nodes, name)
+
+    def after(self, anchor: fx.Node):
+        """Insert the following nodes right after ``anchor``, in the order they are made."""
+        return self.graph.inserting_before(anchor.next)
+
+    def call(self, target, *args, **kwargs) -> fx.Node:
+        return self.graph.call_function(target, args, kwargs)
+
+    def constant(self, tensor: torch.Tensor, hint: str = "c") -> fx.Node:
+        taken = set(self.variant.tensors()) | set(self.tensors)
+        k = 0
+        while f"gf_{hint}_{k}" in taken:
+            k += 1
+        name = f"gf_{hint}_{k}"
+        self.tensors[name] = tensor
+        return self.graph.get_attr(name)
+
+    def set_tensor(self, name: str, tensor: torch.Tensor) -> None:
+        if name not in self.variant.tensors():
+            raise Rejected(f"no tensor named {name!r}")
+        self.tensors[name] = tensor
+
+    def tensor(self, name: str) -> torch.Tensor:
+        return self.tensors.get(name, self.variant.tensors().get(name))
+
+    def finish(self) -> Variant:
+        root = torch.nn.Module()
+        params = dict(self.variant.gm.named_parameters())
+        for name, t in {**self.variant.tensors(), **self.tensors}.items():
+            t = self.tensors.get(name, t)
+            if name in params and name not in self.tensors:
+                root.register_parameter(name, params[name])
+            else:
+                root.register_buffer(name, t)
+        return finish(self.variant, self.graph, self.inputs, root)
+
+
+def same_layout(rw: Rewrite, new: fx.Node, old: fx.Node) -> fx.Node:
+    """Give the result the strides the replaced node had: later ``view`` ops may rely on them."""
+    tm = old.meta.get("tensor_meta")
+    if tm is None or not hasattr(tm, "stride"):
+        return new
+    contiguous = torch.empty(tm.shape, device="meta").stride()
+    if tuple(tm.stride) == tuple(contiguous):
+        return new
+    out = rw.call(aten.empty_strided.default, list(tm.shape), list(tm.stride), dtype=tm.dtype)
+    return rw.call(aten.copy.default, out, new)

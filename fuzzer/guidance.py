@@ -1,0 +1,90 @@
+"""Which mutator to draw next: uniform, LEMON's MCMC over mutator scores, or coverage-guided.
+
+The driver keeps a :class:`Feedback` from the records as they arrive and hands a snapshot
+(plain dict) to each build; the generator's :class:`Chooser` draws from it. A variant
+*hits* when one of its target runs lands in a cluster key not seen before, or covers an
+(operator, backend, outcome) triple not seen before; its mutators share the credit.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+MODES = ("uniform", "mcmc", "coverage")
+
+
+class Feedback:
+    def __init__(self, mutators: list[str], pool_ops: list[str] | None = None):
+        self.mutators = list(mutators)
+        self.uses: Counter = Counter()
+        self.hits: Counter = Counter()
+        self.keys: set = set()
+        self.covered: set = set()  # (op, backend, status)
+        self.injected: Counter = Counter()  # injection-pool entry -> variants that used it
+        self.pool_ops = list(pool_ops or [])
+
+    def update(self, mutations: list, ops: list[str], outcomes: list[tuple[str, str, str]]) -> bool:
+        """``mutations``: the recipe's [name, params] steps; ``outcomes``: (backend, status, cluster key)
+        of each target run of the variant. Returns whether the variant hit something new."""
+        new = False
+        for name, params in mutations:
+            if name == "inject_op":
+                self.injected[params.get("op")] += 1
+        for backend, status, key in outcomes:
+            if key and key not in self.keys:
+                self.keys.add(key)
+                new = True
+            for op in ops:
+                if (op, backend, status) not in self.covered:
+                    self.covered.add((op, backend, status))
+                    new = True
+        for m in {name for name, _ in mutations}:
+            self.uses[m] += 1
+            self.hits[m] += new
+        return new
+
+    def scores(self) -> dict[str, float]:
+        """Hit rate with a Beta(1, 1) prior, so an unused mutator starts at 1/2."""
+        return {m: (self.hits[m] + 1) / (self.uses[m] + 2) for m in self.mutators}
+
+    def snapshot(self, mode: str) -> dict:
+        snap = {"mode": mode, "scores": self.scores()}
+        if mode == "coverage":
+            snap["op_weights"] = {op: 1 / math.sqrt(1 + self.injected[op]) for op in self.pool_ops}
+        return snap
+
+
+class Chooser:
+    """Draws mutator names for one build, following a :meth:`Feedback.snapshot`."""
+
+    def __init__(self, mutators: list[str], snapshot: dict | None, rng_seed: int = 0):
+        self.mutators = list(mutators)
+        self.snap = snapshot or {"mode": "uniform"}
+        self.current: str | None = None
+
+    def choose(self, rng: random.Random) -> str:
+        mode = self.snap.get("mode", "uniform")
+        if mode == "uniform" or len(self.mutators) == 1:
+            return self.mutators[rng.randrange(len(self.mutators))]
+        scores = self.snap.get("scores", {})
+        if mode == "coverage":
+            weights = [scores.get(m, 0.5) for m in self.mutators]
+            return rng.choices(self.mutators, weights=weights)[0]
+        return self._mcmc(rng, scores)
+
+    def _mcmc(self, rng: random.Random, scores: dict) -> str:
+        """LEMON: rank by score; accept a uniform proposal with probability (1-p)^(k_new - k_cur)."""
+        ranked = sorted(self.mutators, key=lambda m: -scores.get(m, 0.5))
+        rank = {m: k for k, m in enumerate(ranked)}
+        p = 1 / len(ranked)
+        if self.current is None:
+            self.current = ranked[0]
+        while True:
+            cand = self.mutators[rng.randrange(len(self.mutators))]
+            if rng.random() < min(1.0, (1 - p) ** (rank[cand] - rank[self.current])):
+                self.current = cand
+                return cand
+
+    def pool_weights(self) -> dict | None:
+        return self.snap.get("op_weights")
