@@ -68,10 +68,11 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
             return parse_backend(entry)
         if "class" in entry:
             device = entry.get("device", "cpu")
-            return parse_backend(f"x@{device}", entry.get("options"), entry.get("label"), entry["class"])
+            return parse_backend(f"x@{device}", entry.get("options"), entry.get("label"), entry["class"],
+                                 entry.get("timeout_s"))
         if "backend" not in entry:
             raise BackendError("a backend entry needs 'backend: stack@device' or 'class: module:Class'")
-        return parse_backend(entry["backend"], entry.get("options"), entry.get("label"))
+        return parse_backend(entry["backend"], entry.get("options"), entry.get("label"), None, entry.get("timeout_s"))
     except BackendError as e:
         raise CampaignError(f"{source}: {where}: {e}") from None
 

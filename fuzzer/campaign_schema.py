@@ -10,7 +10,8 @@ _BACKEND = {"oneOf": [
     {"type": "string"},
     {"type": "object", "additionalProperties": False,
      "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
-                    "label": {"type": "string"}, "options": {"type": "object"}}},
+                    "label": {"type": "string"}, "options": {"type": "object"},
+                    "timeout_s": {"type": "number", "exclusiveMinimum": 0}}},
 ]}
 
 _SELECTION = {

@@ -105,11 +105,16 @@ class Executor:
         try:
             backend = bspec.create()
             stage = getattr(backend, "prepare_stage", "compile")
+            device = getattr(backend, "input_device", None) or device
             inputs = tuple(t.to(device) for t in variant.inputs)
             calls = [tuple(t.clone() for t in inputs) for _ in range(repeats + 1)]
             with torch.no_grad():
                 t0 = time.perf_counter()
-                fn = backend.prepare(variant.gm, inputs, device)
+                try:
+                    fn = backend.prepare(variant.gm, inputs, bspec.device)
+                except Exception:
+                    stage = getattr(backend, "stage", None) or stage
+                    raise
                 stage = "run"
                 t1 = time.perf_counter()
                 try:
@@ -173,6 +178,7 @@ def serve(rfd: int, wfd: int) -> None:
         torch.set_num_threads(threads)
     inbox, outbox = Connection(rfd, writable=False), Connection(wfd, readable=False)
     ex = Executor()
+    outbox.send_bytes(pickle.dumps(("ready", os.getpid()), protocol=5))  # imports done: timeouts start now
     while True:
         try:
             kind, args, kwargs = pickle.loads(inbox.recv_bytes())

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 log = logging.getLogger("gapfuzz.workers")
 
 DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
-_BUILTIN = ("eager", "inductor")
+_BUILTIN = ("eager", "inductor", "aot_inductor", "onnxruntime", "openvino", "tensorrt")
 _BACKENDS: dict[str, type] = {}
 _loaded = False
 
@@ -37,6 +37,8 @@ class Backend:
     name = ""
     devices: tuple = ("cpu",)
     module: str | None = None  # the Python package the stack needs, for availability and version
+    input_device: str | None = None  # where inputs go when not on the device (host-array runtimes: "cpu")
+    prepare_stage = "compile"  # the stage of a prepare() failure; prepare may refine it via ``self.stage``
 
     def __init__(self, **options):
         self.options = options
@@ -168,6 +170,7 @@ class BackendSpec:
     options: dict = field(default_factory=dict)
     label: str = ""  # the stack part of the record's backend name; defaults to the stack
     cls_path: str | None = None  # module:Class for a stack loaded from a path
+    timeout_s: float | None = None  # this backend's limit per run; None: the campaign's
 
     @property
     def name(self) -> str:
@@ -188,7 +191,7 @@ class BackendSpec:
 
 
 def parse_backend(name: str, options: dict | None = None, label: str | None = None,
-                  cls_path: str | None = None) -> BackendSpec:
+                  cls_path: str | None = None, timeout_s: float | None = None) -> BackendSpec:
     """``stack@device`` (or a ``module:Class`` path with a device) to a checked spec."""
     stack, sep, device = name.partition("@")
     if not sep or not stack or not device:
@@ -200,7 +203,7 @@ def parse_backend(name: str, options: dict | None = None, label: str | None = No
         stack = cls.name
     if device not in tuple(getattr(cls, "devices", ("cpu",))):
         raise BackendError(f"backend {name!r}: stack {stack!r} does not run on {device}")
-    return BackendSpec(stack, device, dict(options or {}), label or "", cls_path)
+    return BackendSpec(stack, device, dict(options or {}), label or "", cls_path, timeout_s)
 
 
 def unavailable_reason(spec: BackendSpec) -> str | None:

@@ -53,14 +53,15 @@ class VariantJob:
 
     def _load(self) -> None:
         if not self.loaded:
-            reply = self.sb.request("load", self.vid, self.payload, timeout=self.s.timeout_s)
+            reply = self.sb.request("load", self.vid, self.payload, timeout=max(60.0, self.s.timeout_s))
             if isinstance(reply, Fault):
                 raise RuntimeError(f"executor died loading variant {self.vid}: {reply.cause} {reply.message}")
             self.loaded = True
 
     def _run_once(self, spec: BackendSpec):
         self._load()
-        reply = self.sb.request("run", self.vid, spec.to_dict(), self.s.repeats, timeout=self.s.timeout_s)
+        reply = self.sb.request("run", self.vid, spec.to_dict(), self.s.repeats,
+                                timeout=spec.timeout_s or self.s.timeout_s)
         if isinstance(reply, Fault):
             self.loaded = False
         return reply

@@ -48,7 +48,10 @@ def rss_bytes(pid: int) -> int:
 
 class Sandbox:
     def __init__(self, threads: int = 1, memory_limit_gb: float | None = None, env: dict | None = None,
-                 poll_s: float = 0.02):
+                 poll_s: float = 0.02, startup_timeout_s: float = 300.0, keep_spare: bool = True):
+        self.startup_timeout_s = startup_timeout_s
+        self.keep_spare = keep_spare
+        self.spare: tuple | None = None
         self.threads = threads
         self.memory_limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
         self.env = env or {}
@@ -58,22 +61,36 @@ class Sandbox:
         self.log = tempfile.NamedTemporaryFile(prefix="gapfuzz-executor-", suffix=".log", delete=False)
 
     # -- lifecycle
-    def start(self) -> None:
-        if self.alive():
-            return
+    def _spawn(self) -> tuple:
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         env = {**os.environ, "GAPFUZZ_THREADS": str(self.threads), "OMP_NUM_THREADS": str(self.threads),
                "TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONUNBUFFERED": "1", **self.env}
-        self.proc = subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "workers.executor", str(p2c_r), str(c2p_w)],
             pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True)
         os.close(p2c_r)
         os.close(c2p_w)
-        self.outbox = Connection(p2c_w, readable=False)
-        self.inbox = Connection(c2p_r, writable=False)
+        return proc, Connection(p2c_w, readable=False), Connection(c2p_r, writable=False)
+
+    def start(self) -> None:
+        """Adopt the warm spare process (or start one), wait until it has imported torch, and start
+        the next spare in the background, so that replacing a dead process costs no import time."""
+        if self.alive():
+            return
+        if self.spare is None or self.spare[0].poll() is not None:
+            self.spare = self._spawn()
+        self.proc, self.outbox, self.inbox = self.spare
+        self.spare = self._spawn() if self.keep_spare else None
         self.starts += 1
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self.inbox.poll(0.05):  # the interpreter imports torch before it says it is ready
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = self._log_tail(0)
+                self.stop()
+                raise RuntimeError(f"executor process did not start: {tail[-500:]}")
+        self.inbox.recv_bytes()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -142,6 +159,16 @@ class Sandbox:
 
     def close(self) -> None:
         self.stop()
+        if self.spare is not None:
+            proc, outbox, inbox = self.spare
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+            outbox.close()
+            inbox.close()
+            self.spare = None
         try:
             os.unlink(self.log.name)
         except OSError:

@@ -17,6 +17,8 @@ def to_device(gm, inputs: tuple, device: str, dtype_map: dict | None = None):
 
     if device == "cpu" and not dtype_map:
         return gm, tuple(inputs)
+    if device == "npu":
+        import torch_npu  # noqa: F401 - registers the npu device with torch
     root = torch.nn.Module()
     for name, t in gm.named_buffers():
         root.register_buffer(name, conv(t))

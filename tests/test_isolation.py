@@ -1,0 +1,50 @@
+"""Every way a backend can die costs one record: crash, timeout and oom, each under its own status."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from .conftest import gapfuzz
+from .faulty_backend import FAULTS, fault_of
+
+pytestmark = pytest.mark.ray
+
+CAMPAIGN = """
+name: faults
+seeds:
+  - {source: ops, include: ["ops/*/float32/0"], sample: 50}
+variants: {per_seed: 1, mutations: 0}
+backends:
+  targets: [{class: "tests.faulty_backend:Faulty", device: cpu, timeout_s: 3}]
+pools: {cpu: {workers: 2, memory_gb: 1.5}}
+run: {timeout_s: 120, repeats: 1}
+"""
+EXPECTED = {"ok": ("ok", None), "segfault": ("crash", "signal:SIGSEGV"), "abort": ("crash", "signal:SIGABRT"),
+            "hang": ("timeout", "limit:timeout 3s"), "oom": ("oom", "limit:memory 1.5GiB"), "raise": ("error", None)}
+
+
+def test_fifty_variants_with_every_fault_lose_no_record(tmp_path, write_campaign):
+    path = write_campaign(CAMPAIGN)
+    proc = gapfuzz("run", path, "--out", tmp_path / "run", "--quiet", cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_parquet(tmp_path / "run" / "records")
+    variants = df["variant_id"].nunique()
+    assert variants == 50 and len(df) == variants * 3  # reference, oracle, faulty
+    faulty = df[df["backend"] == "faulty@cpu"].set_index("variant_id")
+
+    from fuzzer.generate import replay
+    from fuzzer.recipe import Recipe
+
+    seen = set()
+    for vid, row in faulty.iterrows():
+        fault = fault_of(replay(Recipe.from_json(row["recipe"])).gm)
+        status, cause = EXPECTED[fault]
+        assert row["status"] in (status, "ok" if fault == "ok" else status), (vid, fault, row["status"])
+        if cause:
+            assert row["cause"] == cause, (vid, fault, row["cause"])
+        if fault != "ok":
+            assert row["reproducible"] in (True, None) or fault == "raise", (vid, fault)
+        seen.add(fault)
+    assert seen >= set(FAULTS) - {"ok"}, f"the sample exercised only {sorted(seen)}"
+    others = df[df["backend"] != "faulty@cpu"]
+    assert (others["status"] == "ok").all()

@@ -1,0 +1,60 @@
+"""Convert with OpenVINO's PyTorch frontend (from torch.export) and compile for its CPU or GPU plugin.
+
+OpenVINO picks its own inference precision (bfloat16 on CPUs with AMX or AVX512-BF16); the
+precision it actually used is recorded with every run. Give ``INFERENCE_PRECISION_HINT: f32`` in
+the options (and a label) to run the same stack at full precision beside it.
+"""
+from __future__ import annotations
+
+from ..registry import Backend, register_backend
+from .host_arrays import from_numpy, placeholder_names, to_numpy
+
+_PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
+
+
+@register_backend
+class OpenVino(Backend):
+    """Options: any OpenVINO compile property, e.g. ``INFERENCE_PRECISION_HINT: f32``; ``threads``."""
+
+    name = "openvino"
+    devices = ("cpu", "xpu")
+    module = "openvino"
+    input_device = "cpu"
+
+    @classmethod
+    def unavailable_reason(cls, device):
+        why = super().unavailable_reason(device) if device == "cpu" else None
+        if why or device not in cls.devices:
+            return why or f"openvino does not run on {device}"
+        import importlib.util
+
+        if importlib.util.find_spec("openvino") is None:
+            return "python package 'openvino' is not installed (pip install 'gapfuzz[openvino]')"
+        import openvino as ov
+
+        if _PLUGINS[device] not in ov.Core().available_devices:
+            return f"OpenVINO has no {_PLUGINS[device]} device here"
+        return None
+
+    def prepare(self, gm, example_inputs, device):
+        import openvino as ov
+        import torch
+
+        self.stage = "convert"
+        model = ov.convert_model(torch.export.export(gm, tuple(t.cpu() for t in example_inputs), strict=False))
+        self.stage = "compile"
+        config = {k: str(v) for k, v in self.options.items() if k != "threads"}
+        config["INFERENCE_NUM_THREADS"] = str(self.options.get("threads", 1))
+        compiled = ov.Core().compile_model(model, _PLUGINS[device], config)
+        self.info = {"inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
+                     "execution_mode": str(compiled.get_property("EXECUTION_MODE_HINT")), "plugin": _PLUGINS[device]}
+        names = placeholder_names(gm)
+        request = compiled.create_infer_request()
+        ports = [p.get_any_name() for p in compiled.inputs]
+
+        def run(*inputs):
+            by_name = dict(zip(names, inputs))
+            feed = [to_numpy(by_name[n]) if n in by_name else to_numpy(t) for n, t in zip(ports, inputs)]
+            result = request.infer(feed)
+            return tuple(from_numpy(result[out]) for out in compiled.outputs)
+        return run
