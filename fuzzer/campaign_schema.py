@@ -53,7 +53,8 @@ SCHEMA = {
             "max_tries": _POS_INT}},
         "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
             "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},
-            "targets": {"type": "array", "items": _BACKEND}}},
+            "targets": {"type": "array", "items": _BACKEND},
+            "skip_unavailable": {"type": "boolean"}}},
         "pools": {"type": "object", "additionalProperties": False,
                   "properties": {d: _POOL for d in ("cpu", "cuda", "mps", "xpu", "npu")}},
         "run": {"type": "object", "additionalProperties": False, "properties": {
@@ -81,7 +82,7 @@ DEFAULTS = {
     "capture": {"max_params": 100_000_000, "timeout_s": 600},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
                  "guidance": "uniform", "max_tries": 8},
-    "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": []},
+    "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0},

@@ -62,10 +62,19 @@ class Driver:
 
     # ------------------------------------------------------------------ setup
     def check_available(self) -> None:
-        for spec in self.specs.values():
+        """Unavailable backends are an error, or dropped with a warning when the campaign says so."""
+        skip = self.c.config["backends"]["skip_unavailable"]
+        for spec in list(self.specs.values()):
             why = unavailable_reason(spec)
-            if why:
+            if why and skip and spec.name not in (self.c.reference.name, getattr(self.c.oracle, "name", None)):
+                log.warning("skipping backend %s: %s", spec.name, why)
+                del self.specs[spec.name]
+            elif why:
                 raise CampaignError(f"{self.c.source}: backend {spec.name} is not available here: {why}")
+        if len(self.specs) <= 1 + (self.c.oracle is not None):
+            raise CampaignError(f"{self.c.source}: no target backend is available here")
+        self.devices = sorted({s.device for s in self.specs.values()} | {BUILD_DEVICE},
+                              key=lambda d: (d != self.home, d))
 
     def start_ray(self) -> None:
         if ray.is_initialized():
@@ -194,7 +203,7 @@ class Driver:
         self.mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
         self.feedback = Feedback(self.mutators, pool_ops=sorted(POOL))
         seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
-        work = plan(self.c, seed_ids, self.store.done_keys())
+        work = plan(self.c, seed_ids, self.store.done_keys(), list(self.specs))
         total = sum(len(m) for w in work for m in w.missing.values())
         self.progress = Progress(total, enabled=self.show_progress)
         self.seeds_total, self.seeds_done, self.variants_done = len(seed_ids), len(seed_ids) - len(work), 0

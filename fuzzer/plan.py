@@ -39,9 +39,10 @@ class SeedWork:
     missing: dict[int, set[str]] = field(default_factory=dict)  # variant index -> backends still to run
 
 
-def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]]) -> list[SeedWork]:
+def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
+         backends: list[str] | None = None) -> list[SeedWork]:
     """The (variant, backend) pairs not yet recorded, grouped by seed."""
-    backends = [b.name for b in c.backends()]
+    backends = backends or [b.name for b in c.backends()]
     ref = c.reference.name
     work = []
     for sid in seed_ids:

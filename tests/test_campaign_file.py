@@ -66,3 +66,22 @@ def test_selection_by_source_glob_include_exclude_sample_and_limit():
     assert len([i for i in ids if i.startswith("tv/")]) == 2
     assert len([i for i in ids if i.startswith("timm/resnet")]) == 3
     assert ids == select_seeds(from_dict(sel))  # the sample is fixed by the campaign seed
+
+
+def test_unavailable_targets_are_an_error_unless_skipped(tmp_path):
+    import torch
+
+    from fuzzer.driver import Driver
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nothing is unavailable to show")
+    given = {**BASE, "backends": {"targets": ["eager@cuda", "inductor@cpu"]}}
+    with pytest.raises(CampaignError, match="eager@cuda is not available here: no CUDA"):
+        Driver(from_dict(given, "c.yaml"), tmp_path).check_available()
+    given["backends"]["skip_unavailable"] = True
+    d = Driver(from_dict(given, "c.yaml"), tmp_path)
+    d.check_available()
+    assert "eager@cuda" not in d.specs and "inductor@cpu" in d.specs and d.devices == ["cpu"]
+    only_cuda = {**BASE, "backends": {"targets": ["eager@cuda"], "skip_unavailable": True}}
+    with pytest.raises(CampaignError, match="no target backend is available"):
+        Driver(from_dict(only_cuda, "c.yaml"), tmp_path).check_available()

@@ -38,7 +38,8 @@ class PoolWorker:
 
     def __init__(self, device: str, index: int, threads: int = 1, memory_gb: float | None = None,
                  env: dict | None = None):
-        self.name = f"{device}-{index}"
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        self.name = f"{device}-{index}@{node[:8]}" if node else f"{device}-{index}"
         self.device = device
         self.sandbox = Sandbox(threads=threads, memory_limit_gb=memory_gb, env=env)
         self.sandbox.start()

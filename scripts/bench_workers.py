@@ -1,0 +1,81 @@
+#!/usr/bin/env python
+"""Worker scaling and pipeline overhead, measured side by side in one run.
+
+    python scripts/bench_workers.py [--per-seed 6] [--repeats 5]
+
+Runs the same eager-dominated campaign (mid-size timm models; reference, fp64 oracle and a
+second eager target) with 1 worker and with 2, on one embedded Ray, and prints variants per
+minute for each and their ratio, then splits the workers' busy time into backend prepare and
+runs, variant building (capture, mutation, validation), and everything else (transport,
+loading, comparison, bookkeeping).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import ray
+
+from fuzzer.campaign import from_dict
+from fuzzer.driver import Driver
+
+SEEDS = ["resnet18", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnetx_004", "deit_tiny_patch16_224"]
+
+
+def campaign(workers: int, per_seed: int, repeats: int) -> dict:
+    return {"name": f"bench-{workers}", "seeds": [{"source": "timm", "include": SEEDS}],
+            "variants": {"per_seed": per_seed, "mutations": 1},
+            "backends": {"targets": [{"backend": "eager@cpu", "label": "eager-copy"}]},
+            "pools": {"cpu": {"workers": workers, "threads": 1}}, "run": {"repeats": repeats, "flush_every": 50}}
+
+
+def run_one(workers: int, out: Path, per_seed: int, repeats: int) -> dict:
+    c = from_dict(campaign(workers, per_seed, repeats), "bench")
+    run_dir = out / f"w{workers}"
+    driver = Driver(c, run_dir, progress=False)
+    t0 = time.perf_counter()
+    driver.run()
+    wall = time.perf_counter() - t0
+    df = pd.read_parquet(run_dir / "records")
+    stats = json.loads(sorted((run_dir / "stats").glob("*.json"))[-1].read_text())
+    busy = sum(w["busy_s"] for w in stats["workers"])
+    backend = float((df["prepare_s"].fillna(0) + df["run_s"].fillna(0)).sum())
+    builds = sum(b["build_s"] or 0 for b in stats["builds"])
+    return {"workers": workers, "variants": df["variant_id"].nunique(), "runs": len(df), "wall_s": wall,
+            "per_min": 60 * df["variant_id"].nunique() / wall, "busy_s": busy, "backend_s": backend,
+            "build_s": builds, "other_s": busy - backend - builds}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--per-seed", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=5)
+    a = p.parse_args()
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    out = Path(tempfile.mkdtemp(prefix="gapfuzz-bench-"))
+    try:
+        rows = [run_one(w, out, a.per_seed, a.repeats) for w in (1, 2)]
+    finally:
+        ray.shutdown()
+    print(f"machine: {os.cpu_count()} cores; campaign: {len(SEEDS)} timm seeds x {a.per_seed} variants, "
+          f"eager reference + fp64 oracle + eager target, {a.repeats} timed calls each")
+    for r in rows:
+        print(f"{r['workers']} worker(s): {r['variants']} variants, {r['runs']} runs in {r['wall_s']:.1f} s "
+              f"= {r['per_min']:.1f} variants/min")
+    print(f"throughput ratio, 2 workers / 1 worker: {rows[1]['per_min'] / rows[0]['per_min']:.2f}x")
+    for r in rows:
+        b = r["busy_s"]
+        print(f"{r['workers']} worker(s) busy {b:.1f} s: backend prepare+run {r['backend_s'] / b:.1%}, "
+              f"building variants {r['build_s'] / b:.1%}, other (transport, load, compare) {r['other_s'] / b:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
