@@ -68,6 +68,8 @@ class RunRecord:
     div_growth: str | None = None  # JSON list of [node, op, tol_ratio] along the divergent path
     amplified: bool | None = None
     amplifier_node: str | None = None
+    align_prepares: int | None = None  # backend prepares (compiles) tier 2 spent on this run
+    align_error: str | None = None  # why tier 2 could not locate the divergence
     task_metric: str | None = None
     task_agree: float | None = None
     top5_agree: float | None = None

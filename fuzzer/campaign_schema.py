@@ -67,7 +67,9 @@ SCHEMA = {
                 "type": "array", "items": _NONNEG_NUM, "minItems": 2, "maxItems": 2}},
             "sweep": {"type": "array", "items": _NONNEG_NUM},
             "multiplier": {"type": "number", "exclusiveMinimum": 0},
-            "far": {"type": "number", "exclusiveMinimum": 0}}},
+            "far": {"type": "number", "exclusiveMinimum": 0},
+            "detection_adapter": {"type": "boolean"},
+            "align": {"type": "boolean"}}},
         "ray": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": ["string", "null"]},
             "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
@@ -85,7 +87,8 @@ DEFAULTS = {
     "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},
-    "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0},
+    "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
+                "detection_adapter": True, "align": True},
     "ray": {"address": None, "num_cpus": None},
 }
 

@@ -114,11 +114,14 @@ class Driver:
         best = min(actors, key=lambda a: self.load[a], default=None)
         return best if best is not None and self.load[best] < MAX_INFLIGHT else None
 
-    def _settings(self) -> dict:
-        r = self.c.config["run"]
+    def _settings(self, vw: VariantWork) -> dict:
+        r, cmp_cfg = self.c.config["run"], self.c.config["compare"]
         return {"reference": self.c.reference.name, "oracle": self.c.oracle.name if self.c.oracle else None,
                 "timeout_s": r["timeout_s"], "repeats": r["repeats"], "retry_faults": r["retry_faults"],
-                "compare": {k: v for k, v in self.c.config["compare"].items() if k != "sweep"}}
+                "compare": {k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")},
+                "output_kind": (vw.seed or {}).get("output_kind", "tensor"),
+                "output_names": vw.meta.get("output_names", []),
+                "detection_adapter": cmp_cfg["detection_adapter"], "align": cmp_cfg["align"]}
 
     def submit_build(self, actor, work: SeedWork):
         v = self.c.config["variants"]
@@ -133,7 +136,7 @@ class Driver:
                  (n in vw.missing or (device == self.home and n in (self.ref_name, self.oracle_name)))]
         specs = [self.specs[n].to_dict() for n in names]
         outcomes, home = actor.run_variant.options(num_returns=2).remote(
-            vw.meta["variant_id"], vw.payload, specs, self._settings(), vw.home)
+            vw.meta["variant_id"], vw.payload, specs, self._settings(vw), vw.home)
         if device == self.home:
             vw.home = home
         return outcomes

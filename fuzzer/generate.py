@@ -17,7 +17,7 @@ from seeds.capture import CaptureError, capture
 from workers.backends.eager import EagerFp64
 from workers.compare import Settings, attribute, compare
 from workers.faults import describe
-from workers.ir import Variant, flatten_outputs, target_name
+from workers.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 
 from .guidance import Chooser
 from .mutators import Rejected, get_mutator
@@ -147,13 +147,23 @@ def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_se
             "graph_hash": v.graph_hash, "node_count": v.node_count, "ops": v.ops,
             "output_names": list(v.output_names),
             "metamorphic_err": meta_err, "metamorphic_ok": meta_ok,
-            "payload": v.to_payload(), "gen_s": time.perf_counter() - t1,
+            "payload": _payload(v, seed_outputs if preserving and recipe.mutations else None),
+            "gen_s": time.perf_counter() - t1,
         })
     counts = Counter(target_name(n.target) for n in base.gm.graph.nodes if n.op == "call_function")
     return {"seed_id": seed_id, "status": "ok", "seed": info, "variants": variants,
             "capture_s": cap.capture_s, "build_s": time.perf_counter() - t0,
             "base": {"node_count": base.node_count, "op_counts": dict(counts), "output_names": list(base.output_names)},
             "tried": dict(gen_t.tried), "rejected": dict(gen_t.rejected)}
+
+
+def _payload(v: Variant, seed_outputs: list | None) -> dict:
+    """The variant's payload; a semantics-preserving one carries its seed's reference outputs,
+    a further oracle for every backend."""
+    payload = v.to_payload()
+    if seed_outputs is not None:
+        payload["seed_outputs"] = [tensor_to_wire(t) for t in seed_outputs if isinstance(t, torch.Tensor)]
+    return payload
 
 
 def replay(recipe: Recipe, max_params: int | None = None) -> Variant:

@@ -14,6 +14,7 @@ from fuzzer.recipe import Recipe
 from fuzzer.validate import evaluate
 from seeds import create_seed
 from seeds.capture import capture
+from workers.backends.eager import EagerFp64
 
 FAMILIES = {"structure", "substitution", "injection", "numeric", "precision", "semantic"}
 
@@ -48,6 +49,7 @@ def test_every_mutator_applies_somewhere_and_leaves_its_input_alone(bases, name)
             assert (ev.variant.graph_hash, ev.variant.weight_checksum(), ev.variant.input_checksum()) == before
             out.gm.graph.lint()
             evaluate(out, ev)
+            EagerFp64().prepare(out.gm, out.inputs, "cpu")(*out.inputs)  # the oracle runs every variant
             applied += 1
     assert applied, f"{name} found no site in any test seed"
 

@@ -147,6 +147,23 @@ class Executor:
             self._release(device)
         return result
 
+    def align(self, variant_id: str, spec: dict, compare: dict, reference_device: str = "cpu") -> dict:
+        """Tier 2 for one divergent target: the first divergent node, its growth, amplification."""
+        from .align import Aligner
+        from .compare import Settings
+        from .ir import Variant
+        from .registry import BackendSpec
+
+        bspec = BackendSpec(**spec)
+        variant = Variant.from_payload(self.payloads[variant_id])
+        probe = bspec.create()
+        aligner = Aligner(variant, bspec.create, bspec.device, getattr(probe, "input_device", None) or bspec.device,
+                          Settings.from_dict(compare), reference_device)
+        try:
+            return aligner.locate(bool(getattr(probe, "capture_nodes", False)))
+        finally:
+            self._release(bspec.device)
+
     def _release(self, device: str) -> None:
         gc.collect()
         try:

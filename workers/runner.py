@@ -11,9 +11,11 @@ import time
 from dataclasses import dataclass, field
 
 from . import compare as cmp
+from . import task
+from .ir import tensor_from_wire
 from .outcome import RunOutcome
 from .registry import BackendSpec
-from .sandbox import Fault, Sandbox
+from .sandbox import Fault, RemoteError, Sandbox
 
 DIVERGENT = ("target-divergent", "reference-divergent", "ill-conditioned")
 
@@ -26,6 +28,10 @@ class JobSettings:
     repeats: int = 3
     retry_faults: bool = True
     compare: dict = field(default_factory=dict)
+    output_kind: str = "tensor"  # the seed's, for tier 3
+    output_names: list = field(default_factory=list)
+    detection_adapter: bool = True  # canonical candidate order before comparing and before NMS
+    align: bool = True  # tier 2 for every target-divergent run
 
     @classmethod
     def from_dict(cls, d: dict) -> JobSettings:
@@ -66,6 +72,21 @@ class VariantJob:
             self.loaded = False
         return reply
 
+    def align(self, spec: BackendSpec, s: JobSettings) -> dict:
+        """Tier 2 in the sandbox; a fault or error there leaves the run located nowhere, not lost."""
+        self._load()
+        ref_device = s.reference.split("@")[-1]
+        try:
+            reply = self.sb.request("align", self.vid, spec.to_dict(), s.compare,
+                                    ref_device if ref_device == spec.device else "cpu",
+                                    timeout=(spec.timeout_s or s.timeout_s) * 24)
+        except RemoteError as e:
+            return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return {"align_error": f"{reply.status} {reply.cause}"}
+        return reply
+
     def run(self, spec: BackendSpec) -> RunOutcome:
         t0 = time.perf_counter()
         out = _outcome(spec, self.worker)
@@ -97,22 +118,52 @@ def run_variant(sandbox: Sandbox, variant_id: str, payload: dict, specs: list[di
     outcomes = [job.run(BackendSpec(**d)) for d in specs]
     t0 = time.perf_counter()
     known = {**(home_outputs or {}), **job.outputs}
-    ref, oracle = known.get(s.reference), known.get(s.oracle) if s.oracle else None
-    csettings = cmp.Settings.from_dict(s.compare)
-    for o in outcomes:
-        if o.status != "ok" or o.backend == s.reference:
-            continue
-        if ref is None:
-            o.figures = {"verdict": "no-reference"}
-            continue
-        v = cmp.attribute(job.outputs[o.backend], ref, oracle if o.backend != s.oracle else None, csettings)
-        o.figures = v.columns()
-        if o.backend == s.oracle:
-            o.figures["verdict"] = "oracle"
-        elif v.verdict in DIVERGENT:
-            o.status, o.stage = "mismatch", "compare"
+    seed_outputs = [tensor_from_wire(w) for w in payload["seed_outputs"]] if payload.get("seed_outputs") else None
+    judge = Judge(s, known.get(s.reference), known.get(s.oracle) if s.oracle else None, seed_outputs)
+    for o, d in zip(outcomes, specs):
+        if o.status == "ok" and o.backend != s.reference:
+            judge(o, job.outputs[o.backend])
+            if o.figures.get("verdict") == "target-divergent" and s.align:
+                o.figures.update(job.align(BackendSpec(**d), s))
+                if o.figures.get("amplified"):
+                    o.figures["verdict"] = "amplified"
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
     home = {k: v for k, v in job.outputs.items() if k in (s.reference, s.oracle)}
     return outcomes, home
+
+
+class Judge:
+    """Tiers 1 and 3 and attribution for one target's outputs; the seed's outputs, for a
+    semantics-preserving variant, break the tie when the fp64 oracle cannot."""
+
+    def __init__(self, s: JobSettings, ref: list | None, oracle: list | None, seed_outputs: list | None):
+        self.s, self.settings = s, cmp.Settings.from_dict(s.compare)
+        canon = task.canonicalize if s.output_kind == "boxes" and s.detection_adapter else (lambda o, n: o)
+        self.canon = lambda out: None if out is None else canon(out, s.output_names)
+        self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
+
+    def __call__(self, o: RunOutcome, outputs: list) -> None:
+        if self.ref is None:
+            o.figures = {"verdict": "no-reference"}
+            return
+        out = self.canon(outputs)
+        is_oracle = o.backend == self.s.oracle
+        v = cmp.attribute(out, self.ref, None if is_oracle else self.oracle, self.settings)
+        o.figures = v.columns()
+        if self.seed is not None and not is_oracle:
+            self._metamorphic(o, v, out)
+        if is_oracle:
+            o.figures["verdict"] = "oracle"
+            return
+        o.figures.update(task.task_agreement(self.s.output_kind, out, self.ref, self.s.output_names,
+                                             self.s.detection_adapter, v.closeness.max_abs_err))
+        if o.figures["verdict"] in DIVERGENT:
+            o.status, o.stage = "mismatch", "compare"
+
+    def _metamorphic(self, o: RunOutcome, v, out: list) -> None:
+        meta = cmp.compare(out, self.seed, self.settings)
+        o.figures["metamorphic_err"] = meta.tol_ratio
+        if v.verdict == "ill-conditioned" and not meta.passed and cmp.compare(self.ref, self.seed, self.settings).passed:
+            o.figures["verdict"] = "target-divergent"  # the reference keeps the seed's meaning; the target does not

@@ -164,5 +164,5 @@ def same_layout(rw: Rewrite, new: fx.Node, old: fx.Node) -> fx.Node:
     contiguous = torch.empty(tm.shape, device="meta").stride()
     if tuple(tm.stride) == tuple(contiguous):
         return new
-    out = rw.call(aten.empty_strided.default, list(tm.shape), list(tm.stride), dtype=tm.dtype)
+    out = rw.call(aten.new_empty_strided.default, new, list(tm.shape), list(tm.stride))  # new's dtype and device
     return rw.call(aten.copy.default, out, new)

@@ -38,7 +38,7 @@ class LowPrecisionNode(Mutator):
         n.args = fx.map_arg(n.args, lambda a: casts.get(a, a))
         n.kwargs = fx.map_arg(n.kwargs, lambda a: casts.get(a, a))
         with rw.after(n):
-            back = _cast(rw, n, torch.float32)
+            back = rw.call(aten.type_as.default, n, next(iter(casts)))  # the input's dtype, whatever it becomes
         n.replace_all_uses_with(back, delete_user_cb=lambda u: u is not back)
         return rw.finish()
 

@@ -24,6 +24,44 @@ _TASKS = {
 _SIZE = {"inception_v3": 299, "quantized_inception_v3": 299}  # classification inputs differ from 224
 _VIDEO_SIZE = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}  # others take 224
 _DETECTION_SIZE = 320
+# Single-stage detectors whose scoring is static up to NMS: also seeds of their candidate boxes.
+_CANDIDATES = {"ssd300_vgg16": "ssd", "ssdlite320_mobilenet_v3_large": "ssd", "retinanet_resnet50_fpn": "retinanet",
+               "retinanet_resnet50_fpn_v2": "retinanet", "fcos_resnet50_fpn": "fcos"}
+TOP_K = 300
+
+
+class DetectionCandidates(torch.nn.Module):
+    """A detector up to its data-dependent post-processing: its top-k scored candidate boxes.
+
+    torch.export cannot capture score thresholds and NMS (their output sizes depend on the data);
+    everything before them is static. Post-processing is done by the comparison's detection
+    adapter instead, deterministically, as a deployment would do it outside the graph.
+    """
+
+    def __init__(self, model: torch.nn.Module, kind: str, k: int = TOP_K):
+        super().__init__()
+        self.model, self.kind, self.k = model, kind, k
+
+    def forward(self, image: torch.Tensor) -> dict:
+        m = self.model
+        images, _ = m.transform([image])
+        feats = m.backbone(images.tensors)
+        features = list(feats.values()) if isinstance(feats, dict) else [feats]
+        head = m.head(features)
+        anchors = m.anchor_generator(images, features)[0]
+        logits, regression = head["cls_logits"][0], head["bbox_regression"][0]
+        offset = 0
+        if self.kind == "ssd":
+            scores, offset = torch.softmax(logits, -1)[:, 1:], 1
+            boxes = m.box_coder.decode_single(regression, anchors)
+        elif self.kind == "retinanet":
+            scores, boxes = torch.sigmoid(logits), m.box_coder.decode_single(regression, anchors)
+        else:
+            scores = torch.sqrt(torch.sigmoid(logits) * torch.sigmoid(head["bbox_ctrness"][0]))
+            boxes = m.box_coder.decode(regression, anchors)
+        top = scores.reshape(-1).topk(min(self.k, scores.numel()))
+        classes = scores.shape[1]
+        return {"boxes": boxes[top.indices // classes], "scores": top.values, "labels": top.indices % classes + offset}
 
 
 def _task_module(name: str) -> str:
@@ -43,13 +81,13 @@ class TorchvisionSource(SeedSource):
     def list_ids(self) -> list[str]:
         from torchvision import models
 
-        return [f"tv/{m}" for m in models.list_models()]
+        return [f"tv/{m}" for m in models.list_models()] + [f"tv/{m}/candidates" for m in _CANDIDATES]
 
     def build(self, seed_id: str) -> BuiltSeed:
         from torchvision import models
 
-        name = seed_id.split("/", 1)[1]
-        if name not in models.list_models():
+        name, _, part = seed_id.split("/", 1)[1].partition("/")
+        if name not in models.list_models() or part not in ("", "candidates") or (part and name not in _CANDIDATES):
             raise SeedError(f"unknown torchvision model {name!r} in seed id {seed_id!r}")
         module = _task_module(name)
         kwargs = {"weights": None}
@@ -62,6 +100,8 @@ class TorchvisionSource(SeedSource):
         model = builder(**kwargs).eval()
         args = self._inputs(name, module, seeded_generator(seed_id + "#input"))
         task, kind = _TASKS.get(module, ("image-classification", "class_logits"))
+        if part:
+            model, args, task = DetectionCandidates(model, _CANDIDATES[name]).eval(), (args[0][0],), "detection-candidates"
         family = builder.__module__.rsplit(".", 1)[-1]
         info = SeedInfo(id=seed_id, source=self.name, family=family, task=task, output_kind=kind,
                         input_spec=input_spec_of(_flat(args), {}), params=count_params(model),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from ..interpret import WIDEN, widen_args
 from ..registry import DEVICES, Backend, register_backend
 
 
@@ -35,14 +36,13 @@ class Eager(Backend):
 
     name = "eager"
     devices = DEVICES
+    capture_nodes = True  # runs op by op: tier 2 reads every node's value in one run
 
     def prepare(self, gm, example_inputs, device):
         gm, _ = to_device(gm, (), device)
         return gm
 
 
-_WIDEN = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
-          torch.complex64: torch.complex128, torch.complex32: torch.complex128}
 
 
 @register_backend
@@ -53,9 +53,13 @@ class EagerFp64(Backend):
     devices = ("cpu", "cuda")
 
     def prepare(self, gm, example_inputs, device):
-        gm, _ = to_device(gm, (), device, _WIDEN)
+        gm, _ = to_device(gm, (), device, WIDEN)
+        for n in gm.graph.nodes:  # explicit casts to a float type become casts to float64 too
+            n.args, n.kwargs = widen_args(n.args), widen_args(n.kwargs)
+        gm.recompile()
 
         def run(*inputs):
-            return gm(*(t.to(_WIDEN.get(t.dtype, t.dtype)) if isinstance(t, torch.Tensor) else t
+            return gm(*(t.to(WIDEN.get(t.dtype, t.dtype)) if isinstance(t, torch.Tensor) else t
                         for t in inputs))
         return run
+

@@ -1,0 +1,90 @@
+"""Test-only stacks with one known numeric flaw each, loaded by module:Class.
+
+They run eager after rewriting the graph they are given, so they also work on the prefix
+graphs tier 2 compiles (they have no node-by-node mode: tier 2 bisects them).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.fx as fx
+
+from workers.registry import Backend
+
+aten = torch.ops.aten
+
+
+def _after(gm: fx.GraphModule, name: str, build) -> fx.GraphModule:
+    """A copy of ``gm`` where node ``name``'s users read ``build(graph, node)`` instead."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    node = next((n for n in graph.nodes if n.name == name), None)
+    if node is not None:
+        with graph.inserting_before(node.next):
+            new = build(graph, node)
+        node.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new and u not in new.all_input_nodes)
+    graph.lint()
+    return fx.GraphModule(gm, graph)
+
+
+class RoundNodeToBf16(Backend):
+    """Computes node ``node`` and rounds it to bfloat16: a kernel that loses precision."""
+
+    name = "round-bf16"
+
+    def prepare(self, gm, example_inputs, device):
+        def build(g, n):
+            low = g.call_function(aten._to_copy.default, (n,), {"dtype": torch.bfloat16})
+            return g.call_function(aten._to_copy.default, (low,), {"dtype": torch.float32})
+        return _after(gm, self.options["node"], build)
+
+
+class NudgeOneUlp(Backend):
+    """Moves node ``node``'s value one float32 ULP towards -inf: rounding-level noise."""
+
+    name = "nudge-ulp"
+
+    def prepare(self, gm, example_inputs, device):
+        def build(g, n):
+            down = g.call_function(aten.full_like.default, (n, -math.inf))
+            return g.call_function(aten.nextafter.default, (n, down))
+        return _after(gm, self.options["node"], build)
+
+
+class Float64Compute(Backend):
+    """Computes everything in float64 and rounds the outputs back: more exact than the reference."""
+
+    name = "fp64-compute"
+
+    def prepare(self, gm, example_inputs, device):
+        from workers.backends.eager import EagerFp64
+
+        run = EagerFp64().prepare(gm, example_inputs, device)
+
+        def call(*inputs):
+            return tuple(o.to(t.dtype) if o.is_floating_point() else o for o, t in zip(run(*inputs), gm(*inputs)))
+        return call
+
+
+class ReverseTies(Backend):
+    """Sorts with ties broken the other way round (equal keys in reverse order): legal, different."""
+
+    name = "reverse-ties"
+
+    def prepare(self, gm, example_inputs, device):
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in list(graph.nodes):
+            if n.target in (aten.sort.default, aten.sort.stable):
+                n.target, n.args, n.kwargs = _reverse_sort, (n.args[0], *n.args[1:]), dict(n.kwargs)
+        graph.lint()
+        return fx.GraphModule(gm, graph)
+
+
+def _reverse_sort(x, *args, **kwargs):
+    dim = kwargs.pop("dim", args[0] if args else -1)
+    descending = kwargs.pop("descending", args[1] if len(args) > 1 else False)
+    flipped = x.flip(dim)
+    values, idx = torch.sort(flipped, dim=dim, descending=descending, stable=True)
+    return values, x.shape[dim] - 1 - idx

@@ -1,0 +1,161 @@
+"""Three tiers and attribution: symptoms on constructed outputs, blame with the fp64 oracle,
+the first divergent node, amplified rounding, and the detection adapter."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from seeds.capture import capture
+from seeds.spec import BuiltSeed, SeedInfo
+from workers.compare import Settings, attribute, compare
+from workers.registry import parse_backend
+from workers.runner import run_variant
+from workers.sandbox import Sandbox
+from workers.task import task_agreement
+
+S = Settings()
+
+
+def _t(*v, dtype=torch.float32):
+    return torch.tensor(v, dtype=dtype)
+
+
+# ------------------------------------------------------------------ tier 1 on constructed outputs
+def test_both_nan_agree_and_nan_against_a_number_does_not():
+    assert compare([_t(1.0, math.nan)], [_t(1.0, math.nan)], S).passed
+    c = compare([_t(1.0, math.nan)], [_t(1.0, 2.0)], S)
+    assert c.symptom == "nonfinite" and c.nonfinite_mismatch == 1
+    assert compare([_t(math.inf)], [_t(-math.inf)], S).symptom == "nonfinite"
+
+
+def test_signed_zeros_agree_and_are_counted():
+    c = compare([_t(0.0, -0.0)], [_t(-0.0, 0.0)], S)
+    assert c.passed and c.signed_zero_mismatch == 2 and c.max_abs_err == 0
+
+
+def test_shape_dtype_structure_and_integer_symptoms():
+    assert compare([torch.zeros(2, 3)], [torch.zeros(3, 2)], S).symptom == "shape"
+    assert compare([torch.zeros(2)], [torch.zeros(2), torch.zeros(2)], S).symptom == "structure"
+    assert compare([torch.zeros(2)], [torch.zeros(2, dtype=torch.int64)], S).symptom == "dtype"
+    c = compare([_t(1, 2, 3, dtype=torch.int64)], [_t(1, 2, 4, dtype=torch.int64)], S)
+    assert c.symptom == "integer" and c.max_abs_err == 1
+    assert compare([_t(True, False, dtype=torch.bool)], [_t(True, True, dtype=torch.bool)], S).symptom == "integer"
+
+
+def test_dict_and_list_outputs_are_compared_leaf_by_leaf():
+    ref = {"logits": torch.ones(2, 3), "aux": [torch.zeros(2), torch.arange(3)]}
+    same = {"logits": torch.ones(2, 3), "aux": [torch.zeros(2), torch.arange(3)]}
+    off = {"logits": torch.ones(2, 3), "aux": [torch.zeros(2) + 1e-2, torch.arange(3)]}
+    flat = torch.utils._pytree.tree_leaves
+    assert compare(flat(same), flat(ref), S).passed
+    c = compare(flat(off), flat(ref), S)
+    assert c.symptom == "numeric" and c.worst_output == 1 and c.mismatched_outputs == 1
+
+
+def test_tolerance_figures():
+    c = compare([_t(1.0 + 1e-4)], [_t(1.0)], S)
+    assert c.tol_ratio > 1 and abs(c.tol_needed - 1e-4 / 2) < 1e-6
+    assert compare([_t(1.0 + 1e-7)], [_t(1.0)], S).passed
+    assert compare([_t(1.001, dtype=torch.float16)], [_t(1.0, dtype=torch.float16)], S).passed  # fp16's own rtol
+
+
+# ------------------------------------------------------------------ attribution, tier 2, amplification
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.w1, self.w2 = torch.randn(16, 16, generator=g) / 4, torch.randn(16, 8, generator=g) / 4
+
+    def forward(self, x):
+        h = torch.tanh(x @ self.w1)
+        h = torch.nn.functional.gelu(h @ self.w1 + h)
+        return torch.softmax(h @ self.w2, -1)
+
+
+def _variant(model, *args, kind="tensor"):
+    return capture(BuiltSeed(SeedInfo(id="test/x", source="test", output_kind=kind), model, args)).variant
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    sb = Sandbox()
+    yield sb
+    sb.close()
+
+
+def _run(sandbox, variant, target: dict, **settings):
+    specs = [parse_backend("eager@cpu").to_dict(), parse_backend("eager-fp64@cpu").to_dict(), target]
+    base = {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "repeats": 1, "timeout_s": 120,
+            "output_names": list(variant.output_names)}
+    outcomes, _ = run_variant(sandbox, "v", variant.to_payload(), specs, {**base, **settings})
+    return outcomes[2]
+
+
+def _plugin(cls: str, **options) -> dict:
+    return parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{cls}").to_dict()
+
+
+def test_a_float64_backend_is_never_blamed(sandbox):
+    v = _variant(Small(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1)) * 30)
+    out = _run(sandbox, v, _plugin("Float64Compute"))
+    assert out.status == "ok" and out.figures["verdict"] in ("agree", "reference-divergent")
+
+
+def test_a_node_rounded_to_bfloat16_is_blamed_and_located(sandbox):
+    v = _variant(Small(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1)))
+    nodes = [n.name for n in v.gm.graph.nodes if n.op == "call_function"]
+    chosen = next(n for n in nodes if n.startswith("tanh"))
+    out = _run(sandbox, v, _plugin("RoundNodeToBf16", node=chosen))
+    assert out.status == "mismatch" and out.figures["verdict"] == "target-divergent"
+    assert out.figures["first_div_node"] == chosen
+    assert out.figures["align_prepares"] <= math.log2(len(nodes)) + 2
+
+
+def test_agreeing_runs_are_not_aligned(sandbox):
+    v = _variant(Small(), torch.randn(4, 16))
+    out = _run(sandbox, v, parse_backend("eager@cpu", label="copy").to_dict())
+    assert out.figures["verdict"] == "agree" and "first_div_node" not in out.figures
+
+
+class FloorOfProduct(torch.nn.Module):
+    def forward(self, x):
+        return torch.floor(x * 1.0) + 0.5
+
+
+def test_one_ulp_feeding_floor_is_amplified_not_blamed(sandbox):
+    v = _variant(FloorOfProduct(), torch.arange(16, dtype=torch.float32))
+    mul = next(n.name for n in v.gm.graph.nodes if n.op == "call_function" and "mul" in n.name)
+    out = _run(sandbox, v, _plugin("NudgeOneUlp", node=mul))
+    assert out.status == "mismatch"
+    assert out.figures["verdict"] == "amplified" and out.figures["amplified"]
+    assert out.figures["amplifier_node"].startswith("floor")
+
+
+# ------------------------------------------------------------------ tier 3 and the detection adapter
+class TiedDetector(torch.nn.Module):
+    """Candidates with exactly tied scores, sorted inside the graph (as detectors do before NMS)."""
+
+    def forward(self, x):
+        boxes = torch.cat([torch.floor(x[:, :2] * 4) * 4, torch.floor(x[:, :2] * 4) * 4 + 16], 1)
+        scores = torch.round(torch.sigmoid(x[:, 2]) * 2) / 2
+        labels = (x[:, 3] > 0).long()
+        order = torch.sort(scores, descending=True).indices
+        return {"boxes": boxes[order], "scores": scores[order], "labels": labels[order]}
+
+
+def test_detection_with_tied_scores_agrees_with_the_adapter_and_not_without(sandbox):
+    x = torch.randn(48, 4, generator=torch.Generator().manual_seed(3))
+    v = _variant(TiedDetector(), x, kind="boxes")
+    on = _run(sandbox, v, _plugin("ReverseTies"), output_kind="boxes", detection_adapter=True)
+    off = _run(sandbox, v, _plugin("ReverseTies"), output_kind="boxes", detection_adapter=False)
+    assert on.status == "ok" and on.figures["verdict"] == "agree" and on.figures["task_agree"] == 1.0
+    assert off.status == "mismatch" and off.figures["task_agree"] < 1.0
+
+
+def test_top1_agreement_tolerates_reference_near_ties():
+    ref = torch.tensor([[1.0, 1.0 + 1e-7, 0.0], [3.0, 0.0, 1.0]])
+    tgt = torch.tensor([[1.0 + 2e-7, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    got = task_agreement("class_logits", [tgt], [ref], ["logits"], band=3e-7)
+    assert got["task_metric"] == "top1" and got["task_agree"] == 0.5 and got["top5_agree"] == 1.0

@@ -1,0 +1,120 @@
+"""Tier 2, activation alignment: the first graph node whose value diverges on the target.
+
+Stacks that run a graph node by node (``capture_nodes = True``, e.g. eager on any device) give
+every node's value in one run. Compiled stacks only run whole graphs, so the graph is cut after
+node k and compiled again: a binary search over k finds where the divergence starts in at most
+ceil(log2(nodes)) compiles. At that node the inputs are checked too: a divergence that is at
+rounding level on the inputs and blown up by a discontinuous op (floor, a cast to an integer,
+a comparison, argmax over near-ties) is *amplified rounding*, not a defect of the target.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import torch
+
+from .compare import Settings, attribute, compare
+from .interpret import node_values, prefix_graph, probe_nodes, tensor_inputs
+
+aten = torch.ops.aten
+DISCONTINUOUS = {
+    aten.floor.default, aten.ceil.default, aten.round.default, aten.round.decimals, aten.trunc.default,
+    aten.sign.default, aten.eq.Tensor, aten.eq.Scalar, aten.ne.Tensor, aten.ne.Scalar, aten.lt.Tensor,
+    aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar, aten.gt.Tensor, aten.gt.Scalar, aten.ge.Tensor,
+    aten.ge.Scalar, aten.argmax.default, aten.argmin.default, aten.sort.default, aten.sort.stable,
+    aten.topk.default, aten.max.dim, aten.min.dim, aten.remainder.Tensor, aten.remainder.Scalar,
+    aten.fmod.Tensor, aten.fmod.Scalar, aten.floor_divide.default, aten.div.Tensor_mode,
+    aten.bucketize.Tensor, aten.searchsorted.Tensor, aten.argsort.default, aten.argsort.stable,
+}
+GROWTH_POINTS = 48
+
+
+def is_discontinuous(node, value, inputs: list) -> bool:
+    """A step function of its inputs: rounding, comparison, selection, or a float-to-integer cast."""
+    if node.target in DISCONTINUOUS:
+        return True
+    floats_in = any(v.is_floating_point() for v in inputs if isinstance(v, torch.Tensor))
+    return isinstance(value, torch.Tensor) and not value.is_floating_point() and floats_in
+
+
+class Aligner:
+    """Locate the first divergent node of one target on one variant."""
+
+    def __init__(self, variant, make_backend, device: str, input_device: str, settings: Settings,
+                 reference_device: str = "cpu"):
+        self.v, self.make_backend, self.device, self.input_device = variant, make_backend, device, input_device
+        self.s = settings
+        self.ref = node_values(variant.gm, variant.inputs, device=reference_device)
+        self.oracle = node_values(variant.gm, variant.inputs, widen=True)
+        self.nodes = probe_nodes(variant.gm, self.ref)
+        self.prepares = 0
+        self.growth: dict[str, float] = {}
+
+    def _diverges(self, name: str, value) -> bool:
+        v = attribute([value], [self.ref[name]], [self.oracle[name]], self.s)
+        self.growth[name] = compare([value], [self.ref[name]], self.s).tol_ratio
+        return v.verdict == "target-divergent"
+
+    def _run_prefix(self, k: int) -> list:
+        node = self.nodes[k]
+        extra = [a.name for a in tensor_inputs(node, self.ref)]
+        gm = prefix_graph(self.v.gm, node.name, extra)
+        inputs = tuple(t.to(self.input_device) for t in self.v.inputs)
+        self.prepares += 1
+        with torch.no_grad():
+            out = self.make_backend().prepare(gm, inputs, self.device)(*inputs)
+        return [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in torch.utils._pytree.tree_leaves(out)]
+
+    def by_bisection(self) -> tuple[int, dict]:
+        """Smallest k whose prefix diverges, assuming divergence persists once it starts."""
+        lo, hi, seen = 0, len(self.nodes) - 1, {}
+        while lo < hi:
+            mid = (lo + hi) // 2
+            try:
+                seen[mid] = self._run_prefix(mid)
+                bad = self._diverges(self.nodes[mid].name, seen[mid][0])
+            except Exception:  # noqa: BLE001 - a prefix the stack cannot compile says nothing
+                bad = False
+            lo, hi = (lo, mid) if bad else (mid + 1, hi)
+        if lo not in seen:
+            try:
+                seen[lo] = self._run_prefix(lo)
+                self._diverges(self.nodes[lo].name, seen[lo][0])
+            except Exception:  # noqa: BLE001
+                seen[lo] = None
+        return lo, seen
+
+    def by_capture(self) -> tuple[int, dict]:
+        """Every node's value from one node-by-node run on the target device."""
+        target = node_values(self.v.gm, self.v.inputs, device=self.device)
+        self.prepares = 1
+        first = len(self.nodes) - 1
+        for k, n in enumerate(self.nodes):
+            if self._diverges(n.name, target[n.name]):
+                first = k
+                break
+        node = self.nodes[first]
+        return first, {first: [target[node.name], *[target[a.name] for a in tensor_inputs(node, self.ref)]]}
+
+    def locate(self, capture_nodes: bool) -> dict:
+        if not self.nodes:
+            return {}
+        k, seen = self.by_capture() if capture_nodes else self.by_bisection()
+        node = self.nodes[k]
+        result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares}
+        values = seen.get(k)
+        if values:
+            ins = tensor_inputs(node, self.ref)
+            in_ratio = compare(values[1:], [self.ref[a.name] for a in ins], self.s).tol_ratio if ins else math.inf
+            amplified = is_discontinuous(node, values[0], values[1:]) and in_ratio <= 1.0 and \
+                self.growth.get(node.name, 0) > 1.0
+            result.update(amplified=amplified, amplifier_node=node.name if amplified else None,
+                          input_tol_ratio=in_ratio)
+        order = {n.name: i for i, n in enumerate(self.nodes)}
+        points = sorted(self.growth.items(), key=lambda kv: order[kv[0]])
+        if len(points) > GROWTH_POINTS:
+            step = len(points) / GROWTH_POINTS
+            points = [points[int(i * step)] for i in range(GROWTH_POINTS)]
+        result["div_growth"] = json.dumps([[n, str(self.nodes[order[n]].target), round(r, 6)] for n, r in points])
+        return result
