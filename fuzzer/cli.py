@@ -71,11 +71,41 @@ def cmd_run(args) -> int:
     return 0
 
 
-def cmd_triage(args) -> int:
-    from analysis.triage import clusters, render_clusters
+def _run(run_dir: str):
+    from analysis.api import load_run
+    from analysis.store import ResultsError
 
-    df = _records(args.run_dir)
-    print(render_clusters(clusters(df), limit=args.limit))
+    try:
+        return load_run(run_dir)
+    except ResultsError as e:
+        raise UserError(str(e)) from None
+
+
+def cmd_triage(args) -> int:
+    from analysis.triage import render_clusters
+
+    run = _run(args.run_dir)
+    print(render_clusters(run.clusters(), limit=args.limit))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from analysis.report import write_report
+
+    run = _run(args.run_dir)
+    try:
+        path = write_report(run, args.out)
+    except OSError as e:
+        raise UserError(f"{args.out or args.run_dir}: cannot write the report: {e.strerror or e}") from None
+    print(path)
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from analysis.triage import diff, render_diff
+
+    before, after = _run(args.run_a), _run(args.run_b)
+    print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
     return 0
 
 
@@ -151,6 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("run_dir")
     t.add_argument("--limit", type=int, default=50, help="clusters to show")
     t.set_defaults(fn=cmd_triage)
+
+    rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
+    rp.add_argument("run_dir")
+    rp.add_argument("--out", help="HTML file to write (default: RUN_DIR/report.html)")
+    rp.set_defaults(fn=cmd_report)
+
+    d = sub.add_parser("diff", help="clusters new, gone and still there between two campaigns")
+    d.add_argument("run_a", help="the earlier run folder")
+    d.add_argument("run_b", help="the later run folder")
+    d.add_argument("--limit", type=int, default=50, help="clusters to show")
+    d.set_defaults(fn=cmd_diff)
 
     s = sub.add_parser("seeds", help="list seeds")
     ss = s.add_subparsers(dest="seeds_command", required=True)

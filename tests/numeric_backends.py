@@ -88,3 +88,22 @@ def _reverse_sort(x, *args, **kwargs):
     flipped = x.flip(dim)
     values, idx = torch.sort(flipped, dim=dim, descending=descending, stable=True)
     return values, x.shape[dim] - 1 - idx
+
+
+class MiscomputeOp(Backend):
+    """Gets one operator wrong: gelu computed as x * sigmoid(1.702 x), an approximation off by ~1e-2."""
+
+    name = "miscompute"
+
+    def prepare(self, gm, example_inputs, device):
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in graph.nodes:
+            if n.target is aten.gelu.default:
+                n.target, n.args, n.kwargs = _quick_gelu, (n.args[0],), {}
+        graph.lint()
+        return fx.GraphModule(gm, graph)
+
+
+def _quick_gelu(x):
+    return x * torch.sigmoid(1.702 * x)

@@ -14,6 +14,16 @@ class AotInductor(Backend):
 
     name = "aot-inductor"
     devices = ("cpu", "cuda")
+    repro = """
+def run_backend(model, inputs, device):
+    import os
+    import tempfile
+    inputs = tuple(t.to(device) for t in inputs)
+    program = torch.export.export(model.to(device), inputs, strict=False)
+    path = torch._inductor.aoti_compile_and_package(
+        program, package_path=os.path.join(tempfile.mkdtemp(), "model.pt2"), inductor_configs=OPTIONS or None)
+    return torch._inductor.aoti_load_package(path)(*inputs)
+"""
 
     def prepare(self, gm, example_inputs, device):
         import torch

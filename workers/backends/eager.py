@@ -37,6 +37,10 @@ class Eager(Backend):
     name = "eager"
     devices = DEVICES
     capture_nodes = True  # runs op by op: tier 2 reads every node's value in one run
+    repro = """
+def run_backend(model, inputs, device):
+    return model.to(device)(*[t.to(device) for t in inputs])
+"""
 
     def prepare(self, gm, example_inputs, device):
         gm, _ = to_device(gm, (), device)

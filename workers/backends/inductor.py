@@ -14,6 +14,14 @@ class Inductor(Backend):
     name = "inductor"
     devices = ("cpu", "cuda", "xpu")
     compile_error_modules = ("torch._dynamo", "torch._inductor")  # compiles lazily, on the first call
+    repro = """
+def run_backend(model, inputs, device):
+    options = dict(OPTIONS)
+    mode = options.pop("mode", None)
+    kwargs = {"mode": mode} if mode else {"options": options or None}
+    compiled = torch.compile(model.to(device), backend="inductor", dynamic=False, **kwargs)
+    return compiled(*[t.to(device) for t in inputs])
+"""
 
     def prepare(self, gm, example_inputs, device):
         options = dict(self.options)

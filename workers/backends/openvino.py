@@ -7,7 +7,7 @@ the options (and a label) to run the same stack at full precision beside it.
 from __future__ import annotations
 
 from ..registry import Backend, register_backend
-from .host_arrays import from_numpy, placeholder_names, to_numpy
+from .host_arrays import REPRO_HELPERS, from_numpy, placeholder_names, to_numpy
 
 _PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
 
@@ -20,6 +20,19 @@ class OpenVino(Backend):
     devices = ("cpu", "xpu")
     module = "openvino"
     input_device = "cpu"
+    repro = REPRO_HELPERS + """
+
+def run_backend(model, inputs, device):
+    import openvino as ov
+    ov_model = ov.convert_model(torch.export.export(model, tuple(inputs), strict=False))
+    config = {k: str(v) for k, v in OPTIONS.items() if k != "threads"}
+    compiled = ov.Core().compile_model(ov_model, {"cpu": "CPU", "xpu": "GPU"}[device], config)
+    print("OpenVINO inference precision:", compiled.get_property("INFERENCE_PRECISION_HINT"))
+    by_name = dict(zip(ARG_NAMES, inputs))
+    ports = [p.get_any_name() for p in compiled.inputs]
+    result = compiled.create_infer_request().infer([to_numpy(by_name.get(n, t)) for n, t in zip(ports, inputs)])
+    return [from_numpy(result[out]) for out in compiled.outputs]
+"""
 
     @classmethod
     def unavailable_reason(cls, device):

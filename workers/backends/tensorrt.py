@@ -12,6 +12,16 @@ class TorchTensorRT(Backend):
     name = "tensorrt"
     devices = ("cuda",)
     module = "torch_tensorrt"
+    repro = """
+def run_backend(model, inputs, device):
+    import torch_tensorrt
+    inputs = tuple(t.to(device) for t in inputs)
+    program = torch.export.export(model.to(device), inputs, strict=False)
+    precision = getattr(torch, OPTIONS.get("precision", "float32"))
+    compiled = torch_tensorrt.dynamo.compile(program, inputs=list(inputs), enabled_precisions={precision},
+                                             min_block_size=int(OPTIONS.get("min_block_size", 1)))
+    return compiled(*inputs)
+"""
 
     def prepare(self, gm, example_inputs, device):
         import torch

@@ -1,0 +1,141 @@
+"""Minimise a cluster's representative and write a reproducer and a bug report a vendor can act on.
+
+Steps: replay the representative's recipe (checking its graph hash), confirm the bug, drop
+mutations from the recipe, shrink the graph (passes in ``fuzzer.shrink``), write ``repro.py``,
+``inputs.pt`` and ``report.md``, then run ``repro.py`` in fresh processes where gapfuzz cannot be
+imported; a reproducer that does not fail every time is marked flaky, with how often it failed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from analysis.signature import template
+
+from .campaign import from_dict
+from .generate import replay
+from .recipe import Recipe
+from .repro_code import reproducer, save_inputs
+from .repro_report import bug_report
+from .shrink.core import Shrinker, counted, size
+from .shrink.passes import DEFAULT_PASSES
+from .shrink.predicate import SameBug, Signature
+
+log = logging.getLogger("gapfuzz.fuzzer")
+BLOCK_GAPFUZZ = "import sys\nfor m in ('fuzzer', 'workers', 'seeds', 'analysis'):\n    sys.modules[m] = None\n"
+
+
+@dataclass
+class ReproResult:
+    folder: str
+    status: str  # reproducible, flaky, not-reproduced (the representative itself did not show the bug)
+    failures: int = 0
+    tries: int = 0
+    nodes_before: int = 0
+    nodes_after: int = 0
+    predicate_calls: int = 0
+    mutations_dropped: int = 0
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+
+def verify(folder: Path, tries: int = 3, timeout: float = 600) -> tuple[int, str]:
+    """Run repro.py ``tries`` times in fresh interpreters that cannot import gapfuzz."""
+    failures, last = 0, ""
+    code = BLOCK_GAPFUZZ + "exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})"
+    for _ in range(tries):
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                                  timeout=timeout)
+            failures += proc.returncode != 0
+            last = (proc.stdout + proc.stderr)[-4000:] + f"\n[exit status {proc.returncode}]"
+        except subprocess.TimeoutExpired:
+            last = f"[no result within {timeout:g} s]"
+    return failures, last
+
+
+def _campaign(run_dir: Path):
+    path = run_dir / "campaign.yaml"
+    return from_dict(yaml.safe_load(path.read_text()), str(path))
+
+
+def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
+              tries: int = 3) -> ReproResult:
+    t0 = time.perf_counter()
+    run_dir, out = Path(run_dir), Path(out_dir)
+    c = _campaign(run_dir)
+    specs = {s.name: s for s in c.backends()}
+    target = specs[record["backend"]]
+    recipe = Recipe.from_json(record["recipe"])
+    variant = replay(recipe, c.config["capture"]["max_params"])
+    if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:
+        log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
+                    variant.graph_hash, record["graph_hash"])
+    cmp_cfg, run_cfg = c.config["compare"], c.config["run"]
+    settings = {"timeout_s": target.timeout_s or run_cfg["timeout_s"], "repeats": 1,
+                "compare": {k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")},
+                "output_kind": record.get("output_kind") or "tensor",
+                "detection_adapter": cmp_cfg["detection_adapter"]}
+    signature = Signature.of(record)
+    same_bug = SameBug(target, c.reference, c.oracle, signature, settings)
+    predicate, counts = counted(same_bug)
+    out.mkdir(parents=True, exist_ok=True)
+    result = ReproResult(str(out), "not-reproduced", nodes_before=variant.node_count)
+    try:
+        if not predicate(variant):
+            result.predicate_calls = same_bug.calls
+            return _finish(result, t0)
+        variant, dropped = _drop_mutations(recipe, variant, predicate, c.config["capture"]["max_params"])
+        shrinker = Shrinker(variant, predicate, max_calls=max_calls)
+        final = shrinker.run(DEFAULT_PASSES)
+        result.stats = shrinker.report()
+    finally:
+        same_bug.close()
+    result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped
+    title = _title(record, target.name, final)
+    header = (f"Found by gapfuzz: campaign {record.get('campaign')}, variant {record['variant_id']}, "
+              f"seed {record['seed_id']}.\nNeeds only torch and the backend's own package. "
+              f"Exit status 1 while the bug is present.")
+    save_inputs(final, out / "inputs.pt")
+    (out / "repro.py").write_text(reproducer(final, target, record["status"], title, header, cmp_cfg["multiplier"]))
+    result.failures, output = verify(out, tries)
+    result.tries = tries
+    result.status = "reproducible" if result.failures == tries else "flaky" if result.failures else "not-reproduced"
+    (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
+                                              output, result, cluster or {}))
+    return _finish(result, t0)
+
+
+def _finish(result: ReproResult, t0: float) -> ReproResult:
+    result.seconds = time.perf_counter() - t0
+    Path(result.folder, "shrink.json").write_text(json.dumps(asdict(result), indent=1, default=str))
+    return result
+
+
+def _drop_mutations(recipe: Recipe, variant, predicate, max_params):
+    """Recipe-level pass: remove mutations one at a time (last first) while the bug stays."""
+    dropped = 0
+    for i in reversed(range(len(recipe.mutations))):
+        fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng)
+        try:
+            candidate = replay(fewer, max_params)
+        except Exception:  # noqa: BLE001 - later mutations may need earlier ones; keep them then
+            continue
+        if size(candidate) <= size(variant) and predicate(candidate):
+            recipe.mutations, variant, dropped = fewer.mutations, candidate, dropped + 1
+    return variant, dropped
+
+
+def _title(record: dict, backend: str, v) -> str:
+    if record["status"] == "mismatch":
+        op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
+        return f"{backend}: {op} diverges from PyTorch eager ({record.get('symptom')}, {record.get('output_dtype')})"
+    what = (record.get("error_type") or record.get("cause") or record["status"]).rsplit(".", 1)[-1]
+    return f"{backend}: {record['status']} at {record.get('stage')} ({what}: {template(record.get('message'))[:80]})"

@@ -1,0 +1,69 @@
+"""report.md: what a vendor needs to act on a reproducer, in the order they read it."""
+from __future__ import annotations
+
+import functools
+import json
+import platform
+
+from workers.registry import BackendSpec
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> str:
+    """torch.utils.collect_env's report (torch, CUDA, drivers, OS, CPU, libraries)."""
+    try:
+        from torch.utils import collect_env
+
+        return collect_env.get_pretty_env_info()
+    except Exception as e:  # noqa: BLE001 - an environment we cannot fully read is still reported
+        import torch
+
+        return f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()} ({e})"
+
+
+def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
+               cluster: dict) -> str:
+    cls = target.backend_cls()
+    version = cls.version() if hasattr(cls, "version") else "unknown"
+    kind = "diverges from PyTorch eager beyond what float64 explains" if record["status"] == "mismatch" else \
+        f"ends in {record['status']} at the {record.get('stage')} stage"
+    verdict = {"reproducible": f"reproduced in {result.failures} of {result.tries} fresh runs",
+               "flaky": f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
+               "not-reproduced": f"NOT reproduced in {result.tries} fresh runs"}[result.status]
+    error = record.get("message") or ""
+    figures = {k: record.get(k) for k in ("symptom", "verdict", "max_abs_err", "tol_ratio", "err_vs_oracle",
+                                          "ref_err_vs_oracle", "first_div_node", "first_div_op", "output_dtype")}
+    lines = [
+        f"# {title}", "",
+        "## Summary", "",
+        f"On `{target.name}` ({cls.__name__} {version}, options `{json.dumps(target.options)}`), this graph of "
+        f"{final.node_count} ATen operator call(s) ({', '.join(f'`{o}`' for o in final.ops)}) {kind}. "
+        f"The reproducer {verdict}.", "",
+        "## Reproduce", "",
+        "```sh\npython repro.py   # needs torch and the backend's package; inputs.pt holds the inputs and weights\n```",
+        "", "```python", code.rstrip(), "```", "",
+        "## Expected and actual", "",
+        "Expected: the result of PyTorch eager on the CPU (and, for numeric bugs, no further from the float64 "
+        "result than eager is). Actual, as printed by `repro.py`:", "",
+        "```", output.strip(), "```", "",
+    ]
+    if record["status"] == "mismatch":
+        lines += ["Figures of the original (unminimised) run:", "", "```json", json.dumps(figures, indent=1,
+                                                                                         default=str), "```", ""]
+    else:
+        lines += ["## Error", "", "```", (error or record.get("cause") or "").strip()[:3000], "```", ""]
+    lines += [
+        "## How it was found", "",
+        f"gapfuzz campaign `{record.get('campaign')}`, seed `{record['seed_id']}` ({record.get('seed_source')}, "
+        f"family {record.get('family')}), variant `{record['variant_id']}`, recipe:", "",
+        "```json", json.dumps(json.loads(record["recipe"]), indent=1), "```", "",
+        f"Minimised from {result.nodes_before} to {result.nodes_after} operator call(s) with "
+        f"{result.predicate_calls} checks, each in a fresh process; {result.mutations_dropped} mutation(s) of the "
+        f"recipe were not needed (remaining: {[m[0] for m in recipe.mutations] or 'none: the seed itself'}).",
+    ]
+    if cluster:
+        lines += ["", f"Cluster `{cluster.get('cluster')}` holds {cluster.get('count')} run(s) over "
+                      f"{cluster.get('seeds')} seed(s)."]
+    lines += ["", "## Environment", "", f"Backend: `{target.name}`, {cls.__name__} {version}", "", "```",
+              environment().strip(), "```", ""]
+    return "\n".join(lines)

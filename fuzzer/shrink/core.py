@@ -1,0 +1,100 @@
+"""A small shrinker in the spirit of Hypothesis's: one ``consider`` that every pass goes through.
+
+``consider(candidate)`` skips what it has seen, accepts only candidates smaller than the
+current one, and only then pays for the predicate (a run in a fresh worker). Passes propose
+candidates and keep going while any of them is accepted; statistics are kept per pass so that
+call budgets can be tested and reported.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from workers.ir import Variant
+
+log = logging.getLogger("gapfuzz.fuzzer")
+
+
+def size(v: Variant) -> tuple:
+    """What "smaller" means: fewer call nodes, then fewer input elements, then fewer weight
+    elements, then fewer distinct weight values (ones and small integers beat random floats)."""
+    tensors = v.tensors()
+    distinct = sum(int(t.unique().numel()) if t.numel() <= 65536 else t.numel() for t in tensors.values())
+    return (v.node_count, sum(t.numel() for t in v.inputs), sum(t.numel() for t in tensors.values()), distinct)
+
+
+def key(v: Variant) -> tuple:
+    return v.graph_hash, v.weight_checksum(), v.input_checksum()
+
+
+@dataclass
+class PassStats:
+    tried: int = 0  # candidates proposed
+    calls: int = 0  # predicate calls (the expensive part)
+    accepted: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Shrinker:
+    current: Variant
+    predicate: object  # callable(Variant) -> bool
+    max_calls: int = 400
+    seen: set = field(default_factory=set)
+    stats: dict = field(default_factory=dict)
+    calls: int = 0
+    _pass: str = "start"
+
+    def __post_init__(self):
+        self.seen.add(key(self.current))
+
+    def consider(self, candidate: Variant | None) -> bool:
+        """True when ``candidate`` is smaller, new, and still shows the bug: it becomes current."""
+        st = self.stats.setdefault(self._pass, PassStats())
+        st.tried += 1
+        if candidate is None or self.calls >= self.max_calls:
+            return False
+        k = key(candidate)
+        if k in self.seen or not size(candidate) < size(self.current):
+            return False
+        self.seen.add(k)
+        self.calls += 1
+        st.calls += 1
+        if not self.predicate(candidate):
+            return False
+        st.accepted += 1
+        self.current = candidate
+        return True
+
+    def run(self, passes: list) -> Variant:
+        """Apply each pass until none of them makes progress (or the call budget is spent)."""
+        progress = True
+        while progress and self.calls < self.max_calls:
+            progress = False
+            for shrink_pass in passes:
+                self._pass = shrink_pass.__name__
+                t0 = time.perf_counter()
+                before = size(self.current)
+                shrink_pass(self)
+                self.stats.setdefault(self._pass, PassStats()).seconds += time.perf_counter() - t0
+                if size(self.current) < before:
+                    progress = True
+                    log.info("%s: %s -> %s", self._pass, before, size(self.current))
+        return self.current
+
+    def report(self) -> dict:
+        return {"calls": self.calls, "final_size": size(self.current),
+                "passes": {k: vars(v) for k, v in self.stats.items()}}
+
+
+def counted(predicate) -> tuple:
+    """Wrap a predicate to count its calls by outcome (for the benchmark against other minifiers)."""
+    counts: Counter = Counter()
+
+    def wrapped(v):
+        ok = bool(predicate(v))
+        counts[ok] += 1
+        return ok
+    return wrapped, counts

@@ -1,0 +1,62 @@
+"""Minimised reproducers: a mis-computed operator shrinks to a few nodes and reproduces on its own."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from fuzzer.campaign import from_dict
+from fuzzer.repro import BLOCK_GAPFUZZ, reproduce
+from fuzzer.shrink.core import Shrinker
+from seeds import create_seed
+from seeds.capture import capture
+
+pytestmark = pytest.mark.ray  # starts sandboxes, though not Ray itself
+
+
+def _run_dir(tmp_path, target: dict):
+    c = from_dict({"name": "t", "seeds": [{"source": "timm", "include": ["test_vit"]}],
+                   "backends": {"targets": [target]}}, "t")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "campaign.yaml").write_text(c.to_yaml())
+    return run, c
+
+
+def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alone(tmp_path):
+    run, c = _run_dir(tmp_path, {"class": "tests.numeric_backends:MiscomputeOp", "device": "cpu"})
+    v = capture(create_seed("timm/test_vit")).variant
+    record = {"campaign": "t", "variant_id": "timm/test_vit#0", "seed_id": "timm/test_vit", "seed_source": "timm",
+              "family": "vision_transformer", "backend": "miscompute@cpu", "status": "mismatch", "stage": "compare",
+              "symptom": "numeric", "verdict": "target-divergent", "first_div_op": "aten.gelu.default",
+              "output_kind": "class_logits", "output_dtype": "float32", "graph_hash": v.graph_hash,
+              "recipe": '{"mutations":[],"rng":0,"seed":"timm/test_vit"}'}
+    result = reproduce(run, record, tmp_path / "repro", max_calls=120)
+    assert result.status == "reproducible", result
+    assert result.nodes_before > 100 and result.nodes_after <= 3
+    folder = tmp_path / "repro"
+    assert {"repro.py", "inputs.pt", "report.md", "shrink.json"} <= {p.name for p in folder.iterdir()}
+    code = (folder / "repro.py").read_text()
+    assert "fuzzer" not in code and "workers" not in code and "aten.gelu.default" in code
+    proc = subprocess.run([sys.executable, "-c", BLOCK_GAPFUZZ + "import runpy; runpy.run_path('repro.py', "
+                           "run_name='__main__')"], cwd=folder, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = (folder / "report.md").read_text()
+    for part in ("## Summary", "## Reproduce", "## Expected and actual", "## How it was found", "## Environment",
+                 "PyTorch version"):
+        assert part in report
+
+
+def test_shrinker_consider_skips_seen_and_larger_candidates():
+    v = capture(create_seed("timm/test_resnet")).variant
+    calls = []
+    sh = Shrinker(v, lambda cand: calls.append(cand) or True)
+    assert not sh.consider(v)  # already seen
+    from fuzzer.shrink.passes import cut_after
+
+    first = next(n.name for n in v.gm.graph.nodes if n.op == "call_function")
+    small = cut_after(v, first)
+    assert sh.consider(small) and sh.current is small and len(calls) == 1
+    assert not sh.consider(small) and not sh.consider(v) and len(calls) == 1  # seen, then larger: no call
