@@ -1,35 +1,19 @@
-"""First grouping of failures and divergences into clusters, and the campaign summary.
+"""Terminal views of a run: the status summary, the cluster list, and the diff of two campaigns.
 
-Works on a pandas DataFrame of records, so it needs no torch.
+Works on pandas DataFrames of records, so it needs no torch.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from .signature import signature_id, template
 from .table import format_table
 
-SEVERITY = {"crash": 5, "oom": 4, "timeout": 4, "mismatch": 3, "error": 2, "unsupported": 1, "invalid": 0}
-_KEY = ["backend", "status", "stage", "error_type", "template"]
 
+def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu") -> pd.DataFrame:
+    """Crash and discrepancy clusters of a records frame (see ``analysis.clusters``)."""
+    from .clusters import clusters as build
 
-def clusters(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per cluster of non-ok records: key, count, variants and seeds affected, an example."""
-    bad = df[df["status"] != "ok"].copy()
-    if bad.empty:
-        return pd.DataFrame(columns=["cluster", *_KEY, "count", "seeds", "example"])
-    mismatch = bad["status"] == "mismatch"
-    bad["template"] = bad["message"].map(template)
-    bad.loc[mismatch, "error_type"] = bad.loc[mismatch, "verdict"].fillna("-")
-    bad.loc[mismatch, "template"] = ("symptom " + bad.loc[mismatch, "symptom"].fillna("-") + ", "
-                                     + bad.loc[mismatch, "output_dtype"].fillna("-"))
-    bad[_KEY] = bad[_KEY].fillna("-")
-    grouped = bad.groupby(_KEY, dropna=False).agg(
-        count=("variant_id", "size"), seeds=("seed_id", "nunique"), example=("variant_id", "first")).reset_index()
-    grouped.insert(0, "cluster", [signature_id(*map(str, k)) for k in grouped[_KEY].itertuples(index=False)])
-    grouped["severity"] = grouped["status"].map(SEVERITY).fillna(0)
-    return grouped.sort_values(["severity", "count"], ascending=[False, False]).drop(columns="severity") \
-        .reset_index(drop=True)
+    return build(df, reference, oracle)
 
 
 def status_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -49,10 +33,59 @@ def render_summary(df: pd.DataFrame) -> str:
     return format_table(headers, [[b, *map(int, row)] for b, row in zip(t.index, t.values)])
 
 
+def describe(row) -> str:
+    """One line that says what a cluster is: the error and its template, or the divergence."""
+    if row.kind == "crash":
+        return f"{str(row.error_type).rsplit('.', 1)[-1]}: {row.template}"
+    where = f" at {row.first_div_op}" if row.first_div_op not in (None, "-") else ""
+    band = "" if row.band in (None, "-") else f", tol_ratio {row.band}"
+    return f"{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
+
+
+def _where(row) -> str:
+    return row.stage if row.kind == "crash" else "compare"
+
+
+def _backends(row, width: int = 36) -> str:
+    text = ",".join(row.backends)
+    return text if len(text) <= width else f"{row.backends[0]} +{len(row.backends) - 1}"
+
+
 def render_clusters(c: pd.DataFrame, limit: int = 50) -> str:
     if c.empty:
         return "no failures or divergences: nothing to triage"
-    rows = [[r.cluster, r.count, r.seeds, r.backend, r.status, r.stage, r.error_type, r.template]
+    rows = [[r.cluster, r.level, "yes" if r.vendor else "", r.count, r.seeds, _backends(r), _where(r), describe(r)]
             for r in c.head(limit).itertuples()]
-    return format_table(["cluster", "runs", "seeds", "backend", "status", "stage", "type", "signature"], rows,
-                        max_width=70)
+    table = format_table(["cluster", "severity", "vendor", "runs", "seeds", "backends", "stage", "what"], rows,
+                         max_width=90)
+    more = f"\n... {len(c) - limit} more clusters (--limit)" if len(c) > limit else ""
+    return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \
+           f"{int((c['kind'] == 'crash').sum())} failure and {int((c['kind'] != 'crash').sum())} discrepancy clusters"
+
+
+def diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Clusters by stable id: ``new`` (only after), ``gone`` (only before), ``still`` (both), with counts."""
+    a = before.set_index("cluster")
+    b = after.set_index("cluster")
+    ids = b.index.union(a.index, sort=False)
+    info = pd.concat([b, a[~a.index.isin(b.index)]]).loc[ids]
+    state = pd.Series("still", index=ids)
+    state[~ids.isin(a.index)] = "new"
+    state[~ids.isin(b.index)] = "gone"
+    out = info.assign(state=state, count_before=a["count"].reindex(ids).fillna(0).astype(int),
+                      count_after=b["count"].reindex(ids).fillna(0).astype(int)).reset_index()
+    order = {"new": 0, "gone": 1, "still": 2}
+    return out.sort_values(["state", "severity", "count_after", "count_before"], ascending=[True, False, False, False],
+                           key=lambda s: s.map(order) if s.name == "state" else s, ignore_index=True)
+
+
+def render_diff(d: pd.DataFrame, limit: int = 50) -> str:
+    counts = d["state"].value_counts() if len(d) else pd.Series(dtype=int)
+    head = f"{int(counts.get('new', 0))} new, {int(counts.get('gone', 0))} gone, " \
+           f"{int(counts.get('still', 0))} still there"
+    if d.empty:
+        return f"{head}: neither run has clusters"
+    rows = [[r.state, r.cluster, r.level, "yes" if r.vendor else "", r.count_before, r.count_after, _backends(r),
+             describe(r)] for r in d.head(limit).itertuples()]
+    return format_table(["state", "cluster", "severity", "vendor", "before", "after", "backends", "what"], rows,
+                        max_width=90) + f"\n{head}"

@@ -90,7 +90,10 @@ def cmd_triage(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from analysis.report import write_report
+    try:
+        from analysis.report import write_report
+    except ImportError as e:
+        raise UserError(f"gapfuzz report needs {e.name}: pip install 'gapfuzz[notebook]'") from None
 
     run = _run(args.run_dir)
     try:
@@ -107,6 +110,26 @@ def cmd_diff(args) -> int:
     before, after = _run(args.run_a), _run(args.run_b)
     print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
     return 0
+
+
+def cmd_repro(args) -> int:
+    from analysis.store import ResultsError
+
+    from .repro import reproduce_cluster
+
+    _run(args.run_dir)  # a bad folder is one clear line before anything is built
+    try:
+        r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries)
+    except ResultsError as e:
+        raise UserError(str(e)) from None
+    if r.status == "not-reproduced" and not r.nodes_after:
+        print(f"the cluster's representative did not show the bug again ({r.predicate_calls} tries): "
+              f"not minimised; see {r.folder}/shrink.json")
+        return 1
+    print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
+          f"in {r.seconds:.0f} s; repro.py failed {r.failures} of {r.tries} fresh runs")
+    print(f"reproducer: {r.folder}/repro.py   report: {r.folder}/report.md")
+    return 0 if r.status == "reproducible" else 1
 
 
 def cmd_mutators(args) -> int:
@@ -212,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--address", help="Ray cluster to join")
     sc.add_argument("--quiet", action="store_true", help="no progress line")
     sc.set_defaults(fn=cmd_seeds_scan)
+
+    x = sub.add_parser("repro", help="minimise a cluster's representative; write repro.py and report.md")
+    x.add_argument("run_dir")
+    x.add_argument("cluster_id", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
+    x.add_argument("--out", help="folder (default: RUN_DIR/repros/<cluster id>)")
+    x.add_argument("--max-calls", type=int, default=300, help="budget of checks while shrinking")
+    x.add_argument("--tries", type=int, default=3, help="fresh runs of repro.py before it is declared final")
+    x.set_defaults(fn=cmd_repro)
 
     m = sub.add_parser("mutators", help="list mutation operators")
     m.set_defaults(fn=cmd_mutators)

@@ -1,0 +1,158 @@
+"""The notebook API: ``run = load_run("runs/x")``, then DataFrames for every triage question.
+
+Columns are read from Parquet only when a table needs them (a million-record campaign
+clusters without reading its recipes), list columns stay Arrow-backed (no Python object
+per operator name), and nothing here imports torch.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from . import clusters as _clusters
+from . import portability as _port
+from .catalog import Catalog
+from .schema import COLUMNS
+from .store import RecordStore, ResultsError, check_version
+from .triage import status_summary
+
+CLUSTER_COLUMNS = _clusters.USED
+TABLE_COLUMNS = ["seed_source", "latency_ms", "tol_needed"]
+
+
+def _mapper(t: pa.DataType):
+    return pd.ArrowDtype(t) if pa.types.is_list(t) else None
+
+
+class Run:
+    """A run folder: its campaign settings and its records, read lazily and cached."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ResultsError(f"{path}: no such run folder")
+        self.store = RecordStore(self.path)
+        if not self.store.files():
+            raise ResultsError(f"{path}: holds no records (is it a gapfuzz run folder?)")
+        self.campaign = self._campaign()
+        backends = self.campaign.get("backends") or {}
+        self.name = self.campaign.get("name") or self.path.name
+        self.reference = backends.get("reference") or "eager@cpu"
+        self.oracle = backends.get("oracle") or "eager-fp64@cpu"
+        self.sweep = (self.campaign.get("compare") or {}).get("sweep")
+        self._frame = pd.DataFrame()
+        self._support: dict = {}
+
+    def _campaign(self) -> dict:
+        f = self.path / "campaign.yaml"
+        try:
+            return (yaml.safe_load(f.read_text()) or {}) if f.exists() else {}
+        except yaml.YAMLError as e:
+            raise ResultsError(f"{f}: not a campaign file: {str(e).splitlines()[0]}") from None
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r}, records={len(self)}, reference={self.reference!r})"
+
+    def __len__(self) -> int:
+        return self.store.count()
+
+    # -- records
+    def records(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The records (all columns, or the ones named), one row per (variant, backend)."""
+        columns = list(columns or COLUMNS)
+        unknown = sorted(set(columns) - set(COLUMNS))
+        if unknown:
+            raise ResultsError(f"unknown record columns: {', '.join(unknown)}")
+        missing = [c for c in columns if c not in self._frame.columns]
+        if missing:
+            table = self.store.read(missing if "schema_version" in missing else [*missing, "schema_version"])
+            check_version(table)
+            part = table.to_pandas(types_mapper=_mapper)
+            self._frame = part if self._frame.empty else pd.concat(
+                [self._frame, part.drop(columns=[c for c in part if c in self._frame])], axis=1)
+        return self._frame[columns]
+
+    def catalog(self) -> pd.DataFrame:
+        """The seed catalog (one row per seed the campaign built)."""
+        return Catalog(self.path).read().to_pandas(types_mapper=_mapper)
+
+    def status_summary(self) -> pd.DataFrame:
+        return status_summary(self.records(["backend", "status"]))
+
+    # -- clusters
+    @cached_property
+    def _cluster_ids(self) -> pd.Series:
+        return _clusters.assign(self.records(CLUSTER_COLUMNS))
+
+    @cached_property
+    def _clusters(self) -> pd.DataFrame:
+        return _clusters.clusters(self.records(CLUSTER_COLUMNS), self.reference, self.oracle)
+
+    def clusters(self, kind: str | None = None, vendor: bool | None = None) -> pd.DataFrame:
+        """Crash and discrepancy clusters, most severe and largest first; filter by kind or vendor flag."""
+        c = self._clusters
+        if kind is not None:
+            c = c[c["kind"] == kind]
+        if vendor is not None:
+            c = c[c["vendor"] == vendor]
+        return c.reset_index(drop=True)
+
+    def cluster(self, cluster_id: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """The records of one cluster (an id or a unique prefix of one), smallest graph first."""
+        ids = self._clusters["cluster"]
+        match = ids[ids.str.startswith(cluster_id)].tolist() if cluster_id else []
+        if len(match) != 1:
+            raise ResultsError(f"{cluster_id!r}: " + ("no such cluster in this run" if not match
+                               else f"matches {len(match)} clusters: {', '.join(match[:5])}"))
+        rows = self.records(columns)[(self._cluster_ids == match[0]).fillna(False).to_numpy()]
+        nodes = pd.to_numeric(self.records(["node_count"])["node_count"].loc[rows.index], errors="coerce")
+        return rows.loc[nodes.sort_values(kind="stable").index]
+
+    # -- portability
+    def _tables(self) -> pd.DataFrame:
+        return self.records(CLUSTER_COLUMNS + TABLE_COLUMNS)
+
+    @cached_property
+    def _ops(self) -> pa.ChunkedArray:
+        """The op lists, read dictionary-encoded (4x faster than strings, a fraction of the memory)."""
+        files = [str(f) for f in self.store.files()]
+        return pq.read_table(files, columns=["ops"], read_dictionary=["ops.list.element"]).column("ops")
+
+    def support(self, by: str | None = None) -> pd.DataFrame:
+        """Long table: op, backend, attempts, completed, share, supported (see ``analysis.portability``)."""
+        if by not in self._support:
+            self._support[by] = _port.support(self._tables(), by, self._ops)
+        return self._support[by].copy()
+
+    def support_matrix(self, value: str = "share", ops_only: bool = False) -> pd.DataFrame:
+        """Operator x backend; ``ops_only``: evidence from single-operator seeds only."""
+        if not ops_only:
+            return _port.support_matrix(self.support(), value)
+        df = self._tables()
+        mask = (df["seed_source"] == "ops").to_numpy()
+        return _port.support_matrix(_port.support(df[mask], ops=self._ops.filter(pa.array(mask))), value)
+
+    def portability(self, by: str | None = None) -> pd.DataFrame:
+        return _port.seeds(self._tables(), self.reference, by, self.support(by))
+
+    def slowdowns(self) -> pd.DataFrame:
+        return _port.slowdowns(self._tables(), self.reference)
+
+    def slowdown_summary(self, by: str | None = None) -> pd.DataFrame:
+        return _port.slowdown_summary(self._tables(), self.reference, by)
+
+    def tolerance_curve(self, tolerances=None, by: str | None = None) -> pd.DataFrame:
+        return _port.tolerance_curve(self._tables(), tolerances, by)
+
+    def divergence(self, by: str | None = None) -> pd.DataFrame:
+        return _port.divergence(self._tables(), self.reference, by)
+
+
+def load_run(path: str | Path) -> Run:
+    """Open a run folder (``runs/<name>``); a bad folder is one clear ResultsError line."""
+    return Run(path)

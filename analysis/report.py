@@ -1,0 +1,190 @@
+"""One self-contained HTML report of a run: tables and plots, nothing fetched from anywhere.
+
+Plots are matplotlib (Agg) PNGs inlined as base64, the CSS is inline, so the file can be
+mailed or attached to a bug report and opens offline. Every section has exactly one plot;
+a section without data shows a plot that says so, so a missing plot is always a defect.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+import matplotlib.patches  # noqa: E402
+
+from .api import Run  # noqa: E402
+from .clusters import LEVEL  # noqa: E402
+from .triage import describe  # noqa: E402
+
+MAX_OPS = 60
+MAX_CLUSTERS = 100
+CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px;
+text-align:left;vertical-align:top;max-width:32em;overflow-wrap:break-word}th{background:#f3f3f3;white-space:nowrap}
+img{max-width:100%;height:auto;display:block}.scroll{overflow-x:auto}td:first-child{white-space:nowrap}
+.meta{color:#666}.note{color:#666;font-size:12px}code{font-size:12px}"""
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _figure(title: str, draw, has_data: bool, size=(8, 3.5)) -> str:
+    fig, ax = plt.subplots(figsize=size)
+    if has_data:
+        draw(fig, ax)
+    else:
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"no data for this plot in this run\n({title})", ha="center", va="center", fontsize=12,
+                color="#666", transform=ax.transAxes)
+    ax.set_title(title)
+    alt = html.escape(title if has_data else f"{title}: no data")
+    return f'<img class="plot" alt="{alt}" src="data:image/png;base64,{_png(fig)}">'
+
+
+def _table(df: pd.DataFrame, empty: str = "nothing to show") -> str:
+    if df is None or df.empty:
+        return f'<p class="note">{html.escape(empty)}</p>'
+    table = df.to_html(index=False, escape=True, float_format=lambda v: f"{v:.3g}", border=0, na_rep="")
+    return f'<div class="scroll">{table}</div>'
+
+
+STATUS_COLORS = {"ok": "#4dac26", "mismatch": "#f1a340", "error": "#d7191c", "unsupported": "#999999",
+                 "crash": "#67001f", "timeout": "#762a83", "oom": "#8c510a", "invalid": "#dddddd"}
+SEVERITY_COLORS = {6: "#67001f", 5: "#b2182b", 4: "#d6604d", 3: "#f4a582", 2: "#4393c3", 1: "#bbbbbb", 0: "#dddddd"}
+
+
+def _status(run: Run) -> tuple[str, str]:
+    t = run.status_summary().rename_axis(columns=None)
+    parts = t.drop(columns="total", errors="ignore")
+
+    def draw(fig, ax):
+        parts.plot.barh(stacked=True, ax=ax, color=[STATUS_COLORS.get(c, "#444444") for c in parts.columns])
+        ax.set_xlabel("runs")
+        ax.legend(fontsize=8, loc="lower right")
+    return _figure("runs per backend and status", draw, not parts.empty), _table(t.reset_index())
+
+
+def _support(run: Run) -> tuple[str, str]:
+    m = run.support_matrix()
+    shown = m.assign(_min=m.min(axis=1)).sort_values(["_min"]).drop(columns="_min").head(MAX_OPS).sort_index() \
+        if not m.empty else m
+
+    def draw(fig, ax):
+        fig.set_size_inches(2 + 0.9 * shown.shape[1], 1.5 + 0.2 * len(shown))
+        data = np.ma.masked_invalid(shown.to_numpy(dtype=float))
+        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#dddddd")
+        im = ax.imshow(data, aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+        ax.set_xticks(range(shown.shape[1]), shown.columns, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(shown)), shown.index, fontsize=7)
+        fig.colorbar(im, ax=ax, label="share of attempts that completed", shrink=0.6)
+    note = f'<p class="note">The {len(shown)} least supported of {len(m)} operators, alphabetically; grey: ' \
+           f"never tried on that backend. Table: seeds that work per backend (definitions in " \
+           f"analysis/portability.py).</p>" \
+        if len(m) else ""
+    return _figure("operator support per backend", draw, not m.empty), note + _table(run.portability())
+
+
+def _divergence(run: Run) -> tuple[str, str]:
+    d = run.divergence()
+
+    def draw(fig, ax):
+        x = np.arange(len(d))
+        ax.bar(x - 0.2, d["mismatch_rate"], 0.4, label="mismatch")
+        ax.bar(x + 0.2, d["vendor_rate"], 0.4, label="target-divergent (vendor)")
+        ax.set_xticks(x, d["backend"], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("share of completed runs")
+        ax.legend(fontsize=8)
+    return _figure("divergence rate per backend", draw, not d.empty), _table(d)
+
+
+def _tolerance(run: Run) -> tuple[str, str]:
+    t = run.tolerance_curve()
+
+    def draw(fig, ax):
+        for backend, g in t.groupby("backend"):
+            ax.semilogx(g["tolerance"], g["pass_rate"], marker=".", label=backend)
+        ax.set_xlabel("atol = rtol")
+        ax.set_ylabel("pass rate")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=8)
+    table = t.pivot(index="backend", columns="tolerance", values="pass_rate").reset_index() if len(t) else t
+    if len(t):
+        table.columns = [c if isinstance(c, str) else f"{c:.0e}" for c in table.columns]
+    return _figure("pass rate against tolerance", draw, not t.empty), _table(table.iloc[:, ::2] if len(t) else t)
+
+
+def _slowdown(run: Run) -> tuple[str, str]:
+    s = run.slowdowns()
+
+    def draw(fig, ax):
+        groups = [(b, g["slowdown"].to_numpy()) for b, g in s.groupby("backend")]
+        ax.boxplot([v for _, v in groups], showfliers=False)
+        ax.set_xticks(range(1, len(groups) + 1), [b for b, _ in groups], rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.axhline(1, color="#888", lw=0.8)
+        ax.set_ylabel(f"latency / {run.reference}")
+    return _figure(f"slowdown against {run.reference}", draw, not s.empty), _table(run.slowdown_summary())
+
+
+def _clusters(run: Run) -> tuple[str, str]:
+    c = run.clusters()
+    top = c.head(20).iloc[::-1]
+
+    def draw(fig, ax):
+        ax.barh(top["cluster"], top["count"], color=top["severity"].map(SEVERITY_COLORS).fillna("#bbbbbb"))
+        ax.tick_params(axis="y", labelsize=7)
+        shown = sorted(set(top["severity"]), reverse=True)
+        ax.legend(handles=[matplotlib.patches.Patch(color=SEVERITY_COLORS[v], label=LEVEL[v]) for v in shown],
+                  fontsize=7, loc="lower right")
+        ax.set_xlabel("runs")
+        fig.set_size_inches(8, 1 + 0.25 * len(top))
+    rows = pd.DataFrame({
+        "cluster": c["cluster"], "severity": c["level"], "vendor": c["vendor"].map({True: "yes", False: ""}),
+        "runs": c["count"], "seeds": c["seeds"], "what": [describe(r) for r in c.itertuples()],
+        "backends": c["backends"].map(", ".join), "families": c["families"].map(lambda v: ", ".join(v[:5])),
+        "mutations": c["mutations"].map(lambda v: ", ".join(v[:5])), "representative": c["representative"],
+    }).head(MAX_CLUSTERS) if len(c) else c
+    return _figure("largest clusters (top 20)", draw, not c.empty), _table(rows, "no failures or divergences")
+
+
+SECTIONS = [("status", "Status summary", _status), ("support", "Operator and seed support", _support),
+            ("divergence", "Divergence rate", _divergence), ("tolerance", "Tolerance curves", _tolerance),
+            ("slowdown", "Slowdown distributions", _slowdown), ("clusters", "Clusters", _clusters)]
+
+
+def render(run: Run) -> str:
+    """The report as one HTML string."""
+    body = []
+    for key, title, build in SECTIONS:
+        plot, table = build(run)
+        body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2><figure>{plot}</figure>{table}</section>')
+    meta = (f"{len(run)} records &middot; reference {html.escape(run.reference)} &middot; oracle "
+            f"{html.escape(run.oracle)} &middot; {html.escape(str(run.path))} &middot; generated "
+            f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gapfuzz report: '
+            f"{html.escape(run.name)}</title><style>{CSS}</style></head><body><h1>gapfuzz report: "
+            f'{html.escape(run.name)}</h1><p class="meta">{meta}</p>{"".join(body)}</body></html>')
+
+
+def write_report(run: Run, out: str | Path | None = None) -> Path:
+    """Write the report (default ``RUN_DIR/report.html``) and return its path."""
+    path = Path(out) if out else run.path / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render(run), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,85 @@
+"""Error messages reduced to templates, vectorised, so that one defect is one cluster.
+
+The rules run as RE2 regexes in pyarrow over whole columns (a million messages in seconds),
+and one message goes through the same code, so a record's stored signature and a cluster
+key computed later agree. Kept: the words a person searches for, operator names
+(``aten.upsample_bicubic2d.vec``, ``Conv``), dtypes, exception names. Masked: numbers,
+shapes, addresses, hashes, paths and generated names (FX nodes ``add_3``, Inductor ``buf12``,
+ONNX exporter ``node_conv2d_1``, OpenVINO friendly names ``convolution_2/aten.convolution...``).
+Boilerplate lines (OpenVINO's ``Check '...' failed at src/...``, the torch.onnx exporter's "next
+steps", Python traceback frames) and terminal colours are dropped first, so the informative lines
+make the first ``LINES`` of the template.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+LINES = 3  # informative lines kept
+MAX_CHARS = 400
+
+# Whole lines that carry no information of their own (anchored, multi-line mode).
+_NOISE = (r"(?m)^[ \t]*(?:Check '.*' failed at .*|Exception from .*:|Details:|Summary:|"
+          r"Traceback \(most recent call last\):|File \".*\", line .*|[\^~ ]+|"
+          r"During handling of the above exception.*|The above exception was the direct cause.*|"
+          r"Set TORCH_LOGS.*|You can suppress this exception.*|For more information.*|"
+          r"Original traceback:|from user code:|Current thread 0x.*|Thread 0x.*|Stack \(most recent call first\):|"
+          r"Extension modules: .*|\[end of output\]|FrontEnd API failed with \w+:|Model wasn't fully converted\.|"
+          r"Failed to convert the exported program to an ONNX model\..*|- If there is .*|- Create an error report .*|"
+          r"## Exception summary|⬆️|\(Refer to the full stack trace above for more information\.\))"
+          r"[ \t]*\r?$")
+
+_RULES: list[tuple[str, str]] = [
+    (r"\x1b\[[0-9;]*[A-Za-z]", ""),  # terminal colours
+    (_NOISE, ""),
+    (r"\r", ""),
+    (r"\n[ \t]*(?:\n[ \t]*)+", "\n"),  # blank lines
+    (r"^\s+", ""),
+    (r"(?m)^-- ", ""),
+    # the first LINES lines; the rest goes (RE2 has no DOTALL by default: (?s) for the tail)
+    (r"^((?:[^\n]*\n){0,%d}[^\n]*)(?s:.*)$" % (LINES - 1), r"\1"),
+    (r"[ \t]*\n[ \t]*", " | "),
+    # OpenVINO friendly names: <fx node>/<aten op>/<OV type>: keep the op and the type
+    (r"\b[\w.]+(/aten\.[\w.]+/)", r"<name>\1"),
+    (r"(^|[\s'\"(\[=,:])(?:/[\w.@+~-]+)+/?", r"\1<path>"),  # absolute paths
+    (r"\b[\w.@+-]+(?:/[\w.@+-]+)+\.(?:py|pyx|cpp|cc|cxx|c|h|hpp|cu|cuh|so|onnx|xml|bin)\b(?::\d+)*"
+     r"|\b[\w@+-]+\.(?:py|cpp|cc|cxx|hpp|cu)\b(?::\d+)*", "<path>"),  # relative source files, line numbers
+    (r"\b0x[0-9a-fA-F]+\b", "<addr>"),
+    (r"\b[0-9a-f]{8,}\b", "<hex>"),
+    (r"(?:torch\.)?Size\(\[[^\]]*\]\)", "<shape>"),
+    (r"(\b[a-z]+\d+)?\[(?:[\d?,\s-]*\d[\d?,\s-]*|[?,\s]*\?[?,\s]*)\]", r"\1<shape>"),  # [1, 3], bf16[?,?]
+    (r"\{[\d?,\s-]*\d[\d?,\s-]*\}", "<shape>"),  # {1,3,224,224}
+    (r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)", "<shape>"),  # (1, 3, 224)
+    (r"\b\d+(?:x\d+)+\b", "<shape>"),  # 2x3, 1x2x2
+    # generated names: FX nodes (add_3, arg0_1), Inductor buffers, ONNX exporter nodes, symbols
+    (r"\bnode_\w+", "<name>"),
+    (r"\b(?:buf|tmp|arg|primals|tangents|in_ptr|out_ptr|xindex|x|y|s|u|v|t)\d+(?:_\d+)*\b", "<name>"),
+    (r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*_\d+\b", "<name>"),
+    (r"\b\d+(?:\.\d+)?(ms|s|[KMGT]i?B)\b", r"<num>\1"),  # 300s, 1.5GiB
+    (r"\b[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?\b", "<num>"),
+    (r"[ \t]+", " "),
+]
+
+
+def template_array(messages: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The template of every message of a string column (nulls give ``""``)."""
+    text = pc.fill_null(pc.cast(messages, pa.large_string()), "")
+    text = pc.utf8_slice_codeunits(text, 0, 4000)
+    for pattern, repl in _RULES:
+        text = pc.replace_substring_regex(text, pattern=pattern, replacement=repl)
+    return pc.utf8_trim_whitespace(pc.utf8_slice_codeunits(text, 0, MAX_CHARS))
+
+
+def template_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Like ``template_array`` but each distinct message is reduced once (dictionary encoding)."""
+    if isinstance(messages, pa.ChunkedArray):
+        messages = messages.combine_chunks()
+    encoded = pc.dictionary_encode(pc.fill_null(pc.cast(messages, pa.large_string()), ""))
+    return pc.take(template_array(encoded.dictionary), encoded.indices)
+
+
+def template(message: str | None) -> str:
+    """The first informative lines of one message with everything incidental masked."""
+    if not message:
+        return ""
+    return template_array(pa.array([str(message)], pa.large_string()))[0].as_py()
