@@ -139,3 +139,23 @@ def _title(record: dict, backend: str, v) -> str:
         return f"{backend}: {op} diverges from PyTorch eager ({record.get('symptom')}, {record.get('output_dtype')})"
     what = (record.get("error_type") or record.get("cause") or record["status"]).rsplit(".", 1)[-1]
     return f"{backend}: {record['status']} at {record.get('stage')} ({what}: {template(record.get('message'))[:80]})"
+
+
+def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3) -> ReproResult:
+    """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
+    from analysis.api import load_run
+
+    run = load_run(run_dir)
+    records = run.cluster(cluster_id)
+    clusters = run.clusters()
+    row = clusters[clusters["cluster"].str.startswith(cluster_id)].iloc[0].to_dict()
+    record = {k: (None if _missing(v) else v) for k, v in records.iloc[0].to_dict().items()}
+    out = Path(out_dir) if out_dir else Path(run_dir) / "repros" / row["cluster"]
+    return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries)
+
+
+def _missing(v) -> bool:
+    try:
+        return bool(v != v)  # NaN and pandas NA
+    except (TypeError, ValueError):
+        return False

@@ -107,3 +107,15 @@ class MiscomputeOp(Backend):
 
 def _quick_gelu(x):
     return x * torch.sigmoid(1.702 * x)
+
+
+class RaiseOnOp(Backend):
+    """Refuses graphs holding operator ``op`` (default hardswish), like a compiler missing a lowering."""
+
+    name = "raise-on-op"
+
+    def prepare(self, gm, example_inputs, device):
+        op = self.options.get("op", "aten.hardswish.default")
+        if any(str(n.target) == op for n in gm.graph.nodes if n.op == "call_function"):
+            raise NotImplementedError(f"no lowering for {op} in node group of {len(gm.graph.nodes)} nodes")
+        return gm

@@ -94,7 +94,7 @@ class Executor:
         """Prepare and run one backend on the loaded variant; errors become a result."""
         import torch
 
-        from .ir import Variant
+        from .ir import Variant, clone_exact
         from .registry import BackendSpec
 
         bspec = BackendSpec(**spec)
@@ -107,7 +107,7 @@ class Executor:
             stage = getattr(backend, "prepare_stage", "compile")
             device = getattr(backend, "input_device", None) or device
             inputs = tuple(t.to(device) for t in variant.inputs)
-            calls = [tuple(t.clone() for t in inputs) for _ in range(repeats + 1)]
+            calls = [tuple(clone_exact(t) for t in inputs) for _ in range(repeats + 1)]
             with torch.no_grad():
                 t0 = time.perf_counter()
                 try:

@@ -119,16 +119,40 @@ def graph_from_json(text: str) -> fx.Graph:
 
 # ---------------------------------------------------------------- tensors
 def tensor_to_wire(t: torch.Tensor) -> dict:
+    """Bytes plus dtype, shape and strides. A dense tensor travels compactly; any other view
+    (expanded, overlapping, gapped) travels with the storage span it reads, so that every stride
+    and alias arrives exactly as the caller made it."""
     t = t.detach().cpu()
-    data = t.contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else np.zeros(0, np.uint8)
-    return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
-            "stride": list(t.stride()), "data": data}
+    wire = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "stride": list(t.stride())}
+    if t.numel() == 0 or _dense(t):
+        data = t.contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else np.zeros(0, np.uint8)
+        return {**wire, "data": data}
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    raw = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), t.storage_offset(), (span,), (1,))
+    return {**wire, "data": raw.view(torch.uint8).numpy().copy(), "span": span}
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Contiguous up to a permutation of dims (channels-last, a transpose): rebuilt by one copy."""
+    expected = 1
+    for d in sorted(range(t.dim()), key=lambda d: t.stride(d)):
+        if t.shape[d] != 1 and t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
+def clone_exact(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same strides even for expanded or gapped views (``clone`` densifies those)."""
+    return t.clone() if t.numel() == 0 or _dense(t) else tensor_from_wire(tensor_to_wire(t)).to(t.device)
 
 
 def tensor_from_wire(w: dict) -> torch.Tensor:
     dtype = getattr(torch, w["dtype"])
     flat = torch.frombuffer(bytearray(w["data"].tobytes()), dtype=torch.uint8) if len(w["data"]) else \
         torch.zeros(0, dtype=torch.uint8)
+    if "span" in w:  # a view over a storage span: the same strides, the same aliasing
+        return torch.empty(0, dtype=dtype).set_(flat.view(dtype).untyped_storage(), 0, w["shape"], w["stride"])
     dense = flat.view(dtype).reshape(w["shape"])
     if list(dense.stride()) == list(w["stride"]) or dense.numel() <= 1:
         return dense

@@ -93,8 +93,8 @@ def counted(predicate) -> tuple:
     """Wrap a predicate to count its calls by outcome (for the benchmark against other minifiers)."""
     counts: Counter = Counter()
 
-    def wrapped(v):
-        ok = bool(predicate(v))
+    def wrapped(*args):
+        ok = bool(predicate(*args))
         counts[ok] += 1
         return ok
     return wrapped, counts

@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""gapfuzz's shrinker against PyTorch's minifier on the same failing graphs and the same predicate.
+
+    python scripts/bench_minifier.py
+
+Each case is a real captured model and a stack with one known defect (an operator computed
+wrongly, one node rounded to bfloat16, an operator without a lowering). Both tools get the
+same predicate ("still the same bug": same verdict and symptom and operator, or the same error
+template), counted per call; the table gives final call nodes and predicate calls side by side.
+gapfuzz's figures are for its graph passes (truncate, delta debugging, drop outputs), the
+counterpart of the minifier's strategies; its full pipeline (inputs and weights shrunk too)
+is shown beside them.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+
+import torch
+import torch.fx as fx
+from torch._functorch.fx_minifier import minifier
+
+from fuzzer.shrink.core import Shrinker, counted
+from fuzzer.shrink.passes import DEFAULT_PASSES, delta_debug, drop_outputs, truncate
+from fuzzer.shrink.predicate import Signature
+from seeds import create_seed
+from seeds.capture import capture
+from workers.compare import Settings, attribute
+from workers.executor import Executor
+from workers.ir import Variant
+from workers.registry import parse_backend
+
+CASES = [  # seed, test stack (tests/numeric_backends.py), options, signature
+    ("timm/test_vit", "MiscomputeOp", {}, {"status": "mismatch", "symptom": "numeric", "first_div_op": "aten.gelu.default"}),
+    ("timm/test_convnext", "MiscomputeOp", {}, {"status": "mismatch", "symptom": "numeric",
+                                                "first_div_op": "aten.gelu.default"}),
+    ("timm/test_resnet", "RoundNodeToBf16", {"node": "conv2d_3"}, {"status": "mismatch", "symptom": "numeric"}),
+    ("timm/test_efficientnet", "RoundNodeToBf16", {"node": "conv2d_5"}, {"status": "mismatch", "symptom": "numeric"}),
+    ("timm/test_efficientnet_evos", "RaiseOnOp", {"op": "aten.silu.default"},
+     {"status": "unsupported", "stage": "compile", "error_type": "NotImplementedError"}),
+    ("timm/test_mambaout", "MiscomputeOp", {}, {"status": "mismatch", "symptom": "numeric",
+                                                "first_div_op": "aten.gelu.default"}),
+]
+
+
+class InProcessBug:
+    """The same-bug predicate, run in this process (both tools pay the same per call)."""
+
+    def __init__(self, stack: str, options: dict, signature: dict):
+        self.target = parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{stack}").to_dict()
+        self.specs = [parse_backend("eager@cpu").to_dict(), parse_backend("eager-fp64@cpu").to_dict()]
+        self.signature = Signature(**signature)
+
+    def __call__(self, v: Variant) -> bool:
+        ex = Executor()
+        try:
+            ex.load("v", v.to_payload())
+            ref, oracle, out = (ex.run("v", s, 1) for s in (*self.specs, self.target))
+        except Exception:  # noqa: BLE001 - a candidate that cannot even load is not the bug
+            return False
+        if ref["status"] != "ok":
+            return False
+        if self.signature.status != "mismatch":
+            return out["status"] == self.signature.status and out.get("stage") == self.signature.stage and \
+                out.get("error_type") == self.signature.error_type
+        if out["status"] != "ok":
+            return False
+        verdict = attribute(out["outputs"], ref["outputs"], oracle["outputs"], Settings())
+        return (verdict.verdict == "target-divergent" and verdict.closeness.symptom == self.signature.symptom
+                and (self.signature.first_div_op is None or self.signature.first_div_op in v.ops))
+
+
+def call_nodes(gm: fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+
+def run_case(seed, stack, options, signature):
+    v = capture(create_seed(seed)).variant
+    bug = InProcessBug(stack, options, signature)
+    ours, our_calls = counted(bug)
+    graph_only = Shrinker(v, ours, max_calls=1000).run([truncate, delta_debug, drop_outputs])
+    graph_calls = sum(our_calls.values())
+    full = Shrinker(graph_only, ours, max_calls=1000).run(DEFAULT_PASSES)
+    full_calls = sum(our_calls.values())
+    theirs, their_calls = counted(lambda gm, inps: bug(Variant(gm, tuple(inps), ("out",))))
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        small_gm, _ = minifier(v.gm, list(v.inputs), theirs, dump_state=lambda *a: None)
+    return {"seed": seed, "stack": stack, "nodes": v.node_count, "ours_nodes": graph_only.node_count,
+            "ours_calls": graph_calls, "full_nodes": full.node_count, "full_calls": full_calls,
+            "full_inputs": sum(t.numel() for t in full.inputs), "theirs_nodes": call_nodes(small_gm),
+            "theirs_calls": sum(their_calls.values())}
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    rows = [run_case(*case) for case in CASES]
+    head = f"{'case':44s} {'start':>5s} | {'gapfuzz graph passes':>21s} | {'PyTorch minifier':>17s} | gapfuzz full"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['seed'] + ' on ' + r['stack']:44s} {r['nodes']:5d} | {r['ours_nodes']:4d} nodes {r['ours_calls']:4d} calls"
+              f" | {r['theirs_nodes']:4d} nodes {r['theirs_calls']:4d} calls | {r['full_nodes']} nodes, "
+              f"{r['full_calls']} calls, {r['full_inputs']} input elements")
+    n = len(rows)
+    print(f"\ntotals: gapfuzz {sum(r['ours_nodes'] for r in rows)} nodes in {sum(r['ours_calls'] for r in rows)} calls; "
+          f"PyTorch minifier {sum(r['theirs_nodes'] for r in rows)} nodes in {sum(r['theirs_calls'] for r in rows)} calls "
+          f"({n} cases)")
+    no_larger = all(r["ours_nodes"] <= r["theirs_nodes"] for r in rows)
+    no_more = all(r["ours_calls"] <= r["theirs_calls"] for r in rows)
+    print(f"gapfuzz no larger in every case: {no_larger}; no more calls in every case: {no_more}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
