@@ -35,7 +35,7 @@ def register_source(cls):
     return cls
 
 
-_BUILTIN = ("timm", "torchvision", "ops")
+_BUILTIN = ("timm", "torchvision", "transformers", "ops")
 _instances: dict[str, SeedSource] = {}
 
 
