@@ -136,7 +136,9 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params):
 def _title(record: dict, backend: str, v) -> str:
     if record["status"] == "mismatch":
         op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
-        return f"{backend}: {op} diverges from PyTorch eager ({record.get('symptom')}, {record.get('output_dtype')})"
+        blame = " (float64 blames eager)" if record.get("verdict") == "reference-divergent" else ""
+        return (f"{backend}: {op} diverges from PyTorch eager{blame} ({record.get('symptom')}, "
+                f"{record.get('output_dtype')})")
     what = (record.get("error_type") or record.get("cause") or record["status"]).rsplit(".", 1)[-1]
     return f"{backend}: {record['status']} at {record.get('stage')} ({what}: {template(record.get('message'))[:80]})"
 

@@ -25,8 +25,11 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
                cluster: dict) -> str:
     cls = target.backend_cls()
     version = cls.version() if hasattr(cls, "version") else "unknown"
-    kind = "diverges from PyTorch eager beyond what float64 explains" if record["status"] == "mismatch" else \
-        f"ends in {record['status']} at the {record.get('stage')} stage"
+    kind = f"ends in {record['status']} at the {record.get('stage')} stage"
+    if record["status"] == "mismatch":
+        kind = ("diverges from PyTorch eager, and float64 sides with this backend: eager is the less accurate"
+                if record.get("verdict") == "reference-divergent" else
+                "diverges from PyTorch eager beyond what float64 explains")
     verdict = {"reproducible": f"reproduced in {result.failures} of {result.tries} fresh runs",
                "flaky": f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
                "not-reproduced": f"NOT reproduced in {result.tries} fresh runs"}[result.status]

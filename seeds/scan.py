@@ -5,6 +5,7 @@ costs one catalog row, not the scan.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -18,7 +19,7 @@ from workers.faults import describe
 from workers.ir import target_name
 
 from .capture import CaptureError, capture
-from .registry import create_seed
+from .registry import SeedError, create_seed, source_of
 
 
 def _fail(row: CatalogRow, stage: str, exc: BaseException, status: str = "error") -> CatalogRow:
@@ -35,6 +36,8 @@ def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
         built = create_seed(seed_id)
     except Exception as e:  # noqa: BLE001 - a seed that does not build is a row
         row.build_s = time.perf_counter() - t0
+        with contextlib.suppress(SeedError):  # a failed build still counts under its source
+            row.source = source_of(seed_id).name
         return _fail(row, "build", e)
     row.build_s = time.perf_counter() - t0
     info = built.info

@@ -60,3 +60,17 @@ def test_shrinker_consider_skips_seen_and_larger_candidates():
     small = cut_after(v, first)
     assert sh.consider(small) and sh.current is small and len(calls) == 1
     assert not sh.consider(small) and not sh.consider(v) and len(calls) == 1  # seen, then larger: no call
+
+
+def test_discrepancy_signature_keeps_who_the_oracle_blames():
+    from fuzzer.shrink.predicate import Signature
+    from workers.outcome import RunOutcome
+
+    def outcome(verdict):
+        return RunOutcome(backend="t", stack="t", device="cpu", status="mismatch", figures={"verdict": verdict, "symptom": "numeric"})
+
+    ours = Signature.of({"status": "mismatch", "symptom": "numeric", "verdict": "reference-divergent"})
+    assert ours.matches(outcome("reference-divergent"), [])
+    assert not ours.matches(outcome("target-divergent"), [])
+    legacy = Signature.of({"status": "mismatch", "symptom": "numeric"})  # records without a verdict
+    assert legacy.matches(outcome("target-divergent"), []) and not legacy.matches(outcome("ill-conditioned"), [])

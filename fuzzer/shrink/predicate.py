@@ -1,9 +1,9 @@
 """"Still the same bug": a candidate shows its cluster's signature, judged in a fresh worker.
 
 A crash or error must end with the same status, stage, exception type (or signal) and message
-template; a discrepancy must still be blamed on the target by the fp64 oracle, with the same
-symptom, and keep the operator where the divergence started. An accuracy failure therefore
-cannot shrink to nothing, nor to a different error.
+template; a discrepancy must keep its verdict from the fp64 oracle (the target blamed, or the
+reference), its symptom, and the operator where the divergence started. An accuracy failure
+therefore cannot shrink to nothing, nor to a different error.
 """
 from __future__ import annotations
 
@@ -27,11 +27,13 @@ class Signature:
     cause: str | None = None
     symptom: str | None = None
     first_div_op: str | None = None
+    verdict: str | None = None
 
     @classmethod
     def of(cls, record: dict) -> Signature:
         if record["status"] == "mismatch":
-            return cls("mismatch", symptom=record.get("symptom"), first_div_op=record.get("first_div_op") or None)
+            return cls("mismatch", symptom=record.get("symptom"), first_div_op=record.get("first_div_op") or None,
+                       verdict=record.get("verdict") or "target-divergent")
         return cls(record["status"], record.get("stage"), record.get("error_type"), template(record.get("message")),
                    record.get("cause"))
 
@@ -40,7 +42,7 @@ class Signature:
             return False
         if self.status == "mismatch":
             f = outcome.figures
-            return (f.get("verdict") == "target-divergent" and f.get("symptom") == self.symptom
+            return (f.get("verdict") == (self.verdict or "target-divergent") and f.get("symptom") == self.symptom
                     and (self.first_div_op is None or self.first_div_op in ops))
         if self.cause and outcome.cause:
             return outcome.cause == self.cause
