@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the test-only stacks live in tests/
@@ -85,14 +86,19 @@ def run_case(seed, stack, options, signature):
     if not bug(v):
         print(f"skipped {seed} on {stack}: the whole graph does not show the bug", file=sys.stderr)
         return None
+    t0 = time.perf_counter()
     ours, our_calls = counted(bug)
     graph_only = Shrinker(v, ours, max_calls=1000).run([truncate, delta_debug, drop_outputs])
     graph_calls = sum(our_calls.values())
-    full = Shrinker(graph_only, ours, max_calls=1000).run(DEFAULT_PASSES)
-    full_calls = sum(our_calls.values())
+    t1 = time.perf_counter()
     theirs, their_calls = counted(lambda gm, inps: bug(Variant(gm, tuple(inps), ("out",))))
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         small_gm, _ = minifier(v.gm, list(v.inputs), theirs, dump_state=lambda *a: None)
+    t2 = time.perf_counter()
+    full = Shrinker(graph_only, ours, max_calls=300).run(DEFAULT_PASSES)
+    full_calls = sum(our_calls.values())
+    print(f"{seed} on {stack}: gapfuzz graph passes {t1 - t0:.0f} s, PyTorch minifier {t2 - t1:.0f} s, "
+          f"gapfuzz full {time.perf_counter() - t2:.0f} s", file=sys.stderr, flush=True)
     return {"seed": seed, "stack": stack, "nodes": v.node_count, "ours_nodes": graph_only.node_count,
             "ours_calls": graph_calls, "full_nodes": full.node_count, "full_calls": full_calls,
             "full_inputs": sum(t.numel() for t in full.inputs), "theirs_nodes": call_nodes(small_gm),
@@ -100,8 +106,13 @@ def run_case(seed, stack, options, signature):
 
 
 def main() -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", type=int, default=len(CASES), help="run the first N cases")
+    a = p.parse_args()
     torch.set_num_threads(1)
-    rows = [r for r in (run_case(*case) for case in CASES) if r is not None]
+    rows = [r for r in (run_case(*case) for case in CASES[:a.cases]) if r is not None]
     head = f"{'case':44s} {'start':>5s} | {'gapfuzz graph passes':>21s} | {'PyTorch minifier':>17s} | gapfuzz full"
     print(head)
     print("-" * len(head))

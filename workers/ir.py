@@ -168,7 +168,8 @@ def checksum(tensors) -> str:
         t = t.detach().cpu()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         if t.numel():
-            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            flat = t.reshape(-1).clone(memory_format=torch.contiguous_format)  # a 1-element view may keep stride 64
+            h.update(flat.view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
 
 
