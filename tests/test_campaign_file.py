@@ -17,7 +17,7 @@ def test_default_campaign_resolves_with_defaults():
     assert c.reference.name == "eager@cpu" and c.oracle.name == "eager-fp64@cpu"
     assert [t.name for t in c.targets] == ["inductor@cpu"]
     assert c.config["capture"]["max_params"] == 100_000_000
-    assert len(select_seeds(c)) == 3
+    assert len(select_seeds(c)) == 4
 
 
 @pytest.mark.parametrize("patch, needle", [
