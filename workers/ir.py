@@ -118,6 +118,15 @@ def graph_from_json(text: str) -> fx.Graph:
 
 
 # ---------------------------------------------------------------- tensors
+def byte_view(t: torch.Tensor) -> torch.Tensor:
+    """The elements' bytes in logical order, copied only when needed: ``contiguous`` keeps a
+    one-element view's stride (64, say), which a dtype view refuses."""
+    flat = t.contiguous().reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return flat.view(torch.uint8)
+
+
 def tensor_to_wire(t: torch.Tensor) -> dict:
     """Bytes plus dtype, shape and strides. A dense tensor travels compactly; any other view
     (expanded, overlapping, gapped) travels with the storage span it reads, so that every stride
@@ -125,7 +134,7 @@ def tensor_to_wire(t: torch.Tensor) -> dict:
     t = t.detach().cpu()
     wire = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "stride": list(t.stride())}
     if t.numel() == 0 or _dense(t):
-        data = t.contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else np.zeros(0, np.uint8)
+        data = byte_view(t).numpy() if t.numel() else np.zeros(0, np.uint8)
         return {**wire, "data": data}
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
     raw = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), t.storage_offset(), (span,), (1,))
@@ -168,8 +177,7 @@ def checksum(tensors) -> str:
         t = t.detach().cpu()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         if t.numel():
-            flat = t.reshape(-1).clone(memory_format=torch.contiguous_format)  # a 1-element view may keep stride 64
-            h.update(flat.view(torch.uint8).numpy().tobytes())
+            h.update(byte_view(t).numpy().tobytes())
     return h.hexdigest()[:16]
 
 
