@@ -33,6 +33,7 @@ from seeds.capture import capture
 from workers.compare import Settings, attribute
 from workers.executor import Executor
 from workers.ir import Variant
+from workers.outcome import RunOutcome
 from workers.registry import parse_backend
 
 NUMERIC = {"status": "mismatch", "symptom": "numeric"}
@@ -73,9 +74,9 @@ class InProcessBug:
                 out.get("error_type") == self.signature.error_type
         if out["status"] != "ok":
             return False
-        verdict = attribute(out["outputs"], ref["outputs"], oracle["outputs"], Settings())
-        return (verdict.verdict == "target-divergent" and verdict.closeness.symptom == self.signature.symptom
-                and (self.signature.first_div_op is None or self.signature.first_div_op in v.ops))
+        figures = attribute(out["outputs"], ref["outputs"], oracle["outputs"], Settings()).columns()
+        judged = RunOutcome(backend="x@cpu", stack="x", device="cpu", status="mismatch", figures=figures)
+        return self.signature.matches(judged, v.ops)  # gapfuzz's own predicate, in this process
 
 
 def call_nodes(gm: fx.GraphModule) -> int:

@@ -18,18 +18,19 @@ class OnnxRuntime(Backend):
     devices = ("cpu", "cuda")
     module = "onnxruntime"
     input_device = "cpu"
-    repro = REPRO_HELPERS + """
+    repro = REPRO_HELPERS + f"""
+PROVIDERS = {_PROVIDERS!r}
+LEVELS = {_LEVELS!r}
+""" + """
 
 def run_backend(model, inputs, device):
     import onnxruntime as ort
     program = torch.onnx.export(model, tuple(inputs), dynamo=True, opset_version=OPTIONS.get("opset"),
                                 optimize=OPTIONS.get("optimize", True))
     so = ort.SessionOptions()
-    level = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
-             "all": "ORT_ENABLE_ALL"}[OPTIONS.get("graph_optimization_level", "all")]
+    level = LEVELS[OPTIONS.get("graph_optimization_level", "all")]
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    provider = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}[device]
-    session = ort.InferenceSession(program.model_proto.SerializeToString(), so, providers=[provider])
+    session = ort.InferenceSession(program.model_proto.SerializeToString(), so, providers=[PROVIDERS[device]])
     expected = {i.name for i in session.get_inputs()}
     feed = {n: to_numpy(t) for n, t in zip(ARG_NAMES, inputs) if n in expected}
     return [from_numpy(a) for a in session.run(None, feed)]

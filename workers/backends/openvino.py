@@ -20,13 +20,15 @@ class OpenVino(Backend):
     devices = ("cpu", "xpu")
     module = "openvino"
     input_device = "cpu"
-    repro = REPRO_HELPERS + """
+    repro = REPRO_HELPERS + f"""
+PLUGINS = {_PLUGINS!r}
+""" + """
 
 def run_backend(model, inputs, device):
     import openvino as ov
     ov_model = ov.convert_model(torch.export.export(model, tuple(inputs), strict=False))
     config = {k: str(v) for k, v in OPTIONS.items() if k != "threads"}
-    compiled = ov.Core().compile_model(ov_model, {"cpu": "CPU", "xpu": "GPU"}[device], config)
+    compiled = ov.Core().compile_model(ov_model, PLUGINS[device], config)
     print("OpenVINO inference precision:", compiled.get_property("INFERENCE_PRECISION_HINT"))
     by_name = dict(zip(ARG_NAMES, inputs))
     ports = [p.get_any_name() for p in compiled.inputs]
