@@ -10,7 +10,7 @@ def echo(x):
     return x
 
 
-def segfault():
+def segfault(*_ignored):
     ctypes.string_at(0)
 
 

@@ -1,8 +1,12 @@
 """A sandbox turns every way a process can die into a Fault, and comes back for the next request."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
+from workers import pipe
 from workers.sandbox import Fault, RemoteError, Sandbox
 
 
@@ -38,3 +42,27 @@ def test_an_exception_is_reported_not_fatal(sandbox):
     with pytest.raises(RemoteError, match="bad value 42"):
         _call(sandbox, "raise_value_error")
     assert sandbox.alive()
+
+
+def _spill_files() -> set:
+    return {p.name for p in Path(pipe._SHM).glob("gapfuzz-*")}
+
+
+def test_large_buffers_cross_both_ways_writable_and_leave_no_file(sandbox):
+    before = _spill_files()
+    big = np.arange(3 * pipe.SPILL_BYTES // 8, dtype=np.float64)
+    small = np.arange(10, dtype=np.int32)
+    back = sandbox.request("call", "tests.fault_helpers:echo", ({"big": big, "small": small},), {})
+    assert np.array_equal(back["big"], big) and np.array_equal(back["small"], small)
+    assert back["big"].flags.writeable  # a backend may write into what it received
+    back["big"][0] = -1.0
+    assert big[0] == 0.0
+    assert _spill_files() == before
+
+
+def test_a_large_request_to_a_process_that_dies_leaves_no_file(sandbox):
+    before = _spill_files()
+    big = np.zeros(2 * pipe.SPILL_BYTES, dtype=np.uint8)
+    fault = sandbox.request("call", "tests.fault_helpers:segfault", (big,), {}, timeout=60.0)
+    assert isinstance(fault, Fault) and fault.status == "crash"
+    assert _spill_files() == before

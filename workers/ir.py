@@ -158,8 +158,8 @@ def clone_exact(t: torch.Tensor) -> torch.Tensor:
 
 def tensor_from_wire(w: dict) -> torch.Tensor:
     dtype = getattr(torch, w["dtype"])
-    flat = torch.frombuffer(bytearray(w["data"].tobytes()), dtype=torch.uint8) if len(w["data"]) else \
-        torch.zeros(0, dtype=torch.uint8)
+    # one copy: the wire's buffer may be read-only (Ray) or shared by later calls (the executor)
+    flat = torch.from_numpy(np.array(w["data"], dtype=np.uint8, copy=True).reshape(-1))
     if "span" in w:  # a view over a storage span: the same strides, the same aliasing
         return torch.empty(0, dtype=dtype).set_(flat.view(dtype).untyped_storage(), 0, w["shape"], w["stride"])
     dense = flat.view(dtype).reshape(w["shape"])
@@ -177,7 +177,7 @@ def checksum(tensors) -> str:
         t = t.detach().cpu()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         if t.numel():
-            h.update(byte_view(t).numpy().tobytes())
+            h.update(np.ascontiguousarray(byte_view(t).numpy()).data)
     return h.hexdigest()[:16]
 
 
@@ -236,16 +236,21 @@ class Variant:
     def from_payload(cls, payload: dict) -> Variant:
         if payload.get("version") != PAYLOAD_VERSION:
             raise IRError(f"payload version {payload.get('version')} is not {PAYLOAD_VERSION}")
+        tensors = {name: (tensor_from_wire(w), bool(w.get("param"))) for name, w in payload["tensors"].items()}
+        inputs = tuple(tensor_from_wire(w) for w in payload["inputs"])
+        return cls.from_parts(payload["graph"], tensors, inputs, payload["output_names"])
+
+    @classmethod
+    def from_parts(cls, graph_json: str, tensors: dict, inputs: tuple, output_names) -> Variant:
+        """A variant from its graph JSON, ``{name: (tensor, is_parameter)}`` and its inputs."""
         root = torch.nn.Module()
-        for name, w in payload["tensors"].items():
-            t = tensor_from_wire(w)
-            if w.get("param"):
+        for name, (t, is_param) in tensors.items():
+            if is_param:
                 root.register_parameter(name, torch.nn.Parameter(t, requires_grad=False))
             else:
                 root.register_buffer(name, t)
-        gm = fx.GraphModule(root, graph_from_json(payload["graph"]))
-        inputs = tuple(tensor_from_wire(w) for w in payload["inputs"])
-        return cls(gm, inputs, tuple(payload["output_names"]), payload["graph"])
+        gm = fx.GraphModule(root, graph_from_json(graph_json))
+        return cls(gm, tuple(inputs), tuple(output_names), graph_json)
 
     def with_graph(self, gm: fx.GraphModule, inputs: tuple | None = None) -> Variant:
         """A new variant over ``gm`` (a pass's result); tensors not copied."""

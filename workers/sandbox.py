@@ -3,13 +3,12 @@
 Fork-based isolation breaks with CUDA; this starts a fresh interpreter
 (``python -m workers.executor``) and talks to it over two pipes, so the same code
 isolates CPU and accelerator stacks alike, inside a Ray actor or alone. Messages are
-plain pickles (tensors by value): torch's shared-memory reductions would tie the
-reply's lifetime to a process that may be about to be killed.
+pickles with out-of-band buffers (``workers.pipe``), tensors by value: torch's shared-memory
+reductions would tie the reply's lifetime to a process that may be about to be killed.
 """
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from . import pipe
 from .faults import signal_name
 
 
@@ -90,7 +90,7 @@ class Sandbox:
                 tail = self._log_tail(0)
                 self.stop()
                 raise RuntimeError(f"executor process did not start: {tail[-500:]}")
-        self.inbox.recv_bytes()
+        pipe.recv(self.inbox)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -122,15 +122,22 @@ class Sandbox:
         """The executor's reply value, a :class:`Fault`, or :class:`RemoteError` for a non-run failure."""
         self.start()
         since = os.path.getsize(self.log.name)
+        spilled = None
         try:
-            self.outbox.send_bytes(pickle.dumps((kind, args, kwargs), protocol=5))
-        except (BrokenPipeError, OSError):
-            return self._fault(since, None)
+            try:
+                spilled = pipe.send(self.outbox, (kind, args, kwargs))
+            except (BrokenPipeError, OSError):
+                return self._fault(since, None)
+            return self._await(since, timeout)
+        finally:
+            pipe.discard(spilled)  # the executor removes it once mapped; not if it died first
+
+    def _await(self, since: int, timeout: float | None):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self.inbox.poll(self.poll_s):
                 try:
-                    tag, value = pickle.loads(self.inbox.recv_bytes())
+                    tag, value = pipe.recv(self.inbox)
                 except (EOFError, OSError):
                     return self._fault(since, None)
                 if tag == "err":
