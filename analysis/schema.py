@@ -70,6 +70,7 @@ class RunRecord:
     amplifier_node: str | None = None
     align_prepares: int | None = None  # backend prepares (compiles) tier 2 spent on this run
     align_error: str | None = None  # why tier 2 could not locate the divergence
+    align_s: float | None = None  # seconds tier 2 took (its prepares and node-by-node runs)
     task_metric: str | None = None
     task_agree: float | None = None
     top5_agree: float | None = None

@@ -10,14 +10,17 @@ import ctypes
 import gc
 import importlib
 import os
-import pickle
 import signal
 import statistics
 import sys
 import time
 from multiprocessing.connection import Connection
 
+from . import pipe
 from .faults import describe, status_of_error
+from .sandbox import rss_bytes
+
+FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
 
 
 def _die_with_parent() -> None:
@@ -83,15 +86,22 @@ class Executor:
         self.payloads: dict[str, dict] = {}
         self.checksums: dict[str, dict] = {}
         self._modules_frozen = 0
+        self._rss_settled = 0  # resident memory after the last full collection
         self._unused = None
 
     def _settle(self) -> None:
-        """Collect the last run's cycles before this one. Once new modules were imported, freeze
-        what survives: a full collection then skips the modules' objects (0.3 s a run otherwise)."""
+        """Collect the last run's cycles before this one, fully only once memory has grown: a full
+        collection walks every object the imports made (0.1-0.3 s a run), a young one does not.
+        After a full one, once new modules were imported, freeze what survives."""
+        rss = rss_bytes(os.getpid())
+        if rss < self._rss_settled + max(FULL_COLLECT_GROWTH, self._rss_settled // 4):
+            gc.collect(1)
+            return
         gc.collect()
         if len(sys.modules) != self._modules_frozen and self._unused is None:  # only modules and payloads live
             gc.freeze()
             self._modules_frozen = len(sys.modules)
+        self._rss_settled = rss_bytes(os.getpid())
 
     def load(self, variant_id: str, payload: dict) -> dict:
         from .ir import Variant
@@ -121,7 +131,7 @@ class Executor:
         result = {"status": "ok", "stage": None, **self.checksums}
         variant = self._fresh(variant_id)  # fresh tensors per backend
         device = bspec.device
-        stage = "compile"
+        stage, started = "compile", None
         try:
             backend = bspec.create()
             stage = getattr(backend, "prepare_stage", "compile")
@@ -129,7 +139,7 @@ class Executor:
             inputs = tuple(t.to(device) for t in variant.inputs)
             calls = [tuple(clone_exact(t) for t in inputs) for _ in range(repeats + 1)]
             with torch.no_grad():
-                t0 = time.perf_counter()
+                t0 = started = time.perf_counter()
                 try:
                     fn = backend.prepare(variant.gm, inputs, bspec.device)
                 except Exception:
@@ -161,6 +171,8 @@ class Executor:
             result["inputs_mutated"] = not same_bits(to_host(list(calls[0])), list(variant.inputs))
             result["info"] = dict(getattr(backend, "info", {}) or {})
         except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
+            if started is not None and "prepare_s" not in result:
+                result["prepare_s"] = time.perf_counter() - started  # the time the failed prepare took
             d = describe(e)
             result.update(d, stage=stage, status=status_of_error(d["error_type"], d["message"]))
         finally:
@@ -216,10 +228,10 @@ def serve(rfd: int, wfd: int) -> None:
         torch.set_num_threads(threads)
     inbox, outbox = Connection(rfd, writable=False), Connection(wfd, readable=False)
     ex = Executor()
-    outbox.send_bytes(pickle.dumps(("ready", os.getpid()), protocol=5))  # imports done: timeouts start now
+    pipe.send(outbox, ("ready", os.getpid()))  # imports done: timeouts start now
     while True:
         try:
-            kind, args, kwargs = pickle.loads(inbox.recv_bytes())
+            kind, args, kwargs = pipe.recv(inbox)
         except (EOFError, OSError):
             return
         try:
@@ -227,10 +239,10 @@ def serve(rfd: int, wfd: int) -> None:
         except Exception as e:  # noqa: BLE001 - returned to the supervisor, which decides
             reply = ("err", describe(e))
         try:
-            data = pickle.dumps(reply, protocol=5)
+            message = pipe.encode(reply)
         except Exception as e:  # noqa: BLE001 - an unpicklable reply is reported, not fatal
-            data = pickle.dumps(("err", describe(e)), protocol=5)
-        outbox.send_bytes(data)
+            message = pipe.encode(("err", describe(e)))
+        pipe.send_encoded(outbox, message)
 
 
 if __name__ == "__main__":

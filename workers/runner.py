@@ -124,7 +124,8 @@ def run_variant(sandbox: Sandbox, variant_id: str, payload: dict, specs: list[di
         if o.status == "ok" and o.backend != s.reference:
             judge(o, job.outputs[o.backend])
             if o.figures.get("verdict") == "target-divergent" and s.align:
-                o.figures.update(job.align(BackendSpec(**d), s))
+                t1 = time.perf_counter()
+                o.figures.update(job.align(BackendSpec(**d), s), align_s=time.perf_counter() - t1)
                 if o.figures.get("amplified"):
                     o.figures["verdict"] = "amplified"
     share = (time.perf_counter() - t0) / max(1, len(outcomes))

@@ -47,8 +47,6 @@ def run_backend(model, inputs, device):
         return gm
 
 
-
-
 @register_backend
 class EagerFp64(Backend):
     """Every floating tensor widened to float64: the oracle that decides which side is wrong."""
