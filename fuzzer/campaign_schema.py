@@ -42,7 +42,8 @@ SCHEMA = {
         "seeds": {"type": "array", "minItems": 1, "items": _SELECTION},
         "capture": {"type": "object", "additionalProperties": False, "properties": {
             "max_params": {"type": ["integer", "null"], "minimum": 1},
-            "timeout_s": {"type": "number", "exclusiveMinimum": 0}}},
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            "cache": {"type": "boolean"}}},
         "variants": {"type": "object", "additionalProperties": False, "properties": {
             "per_seed": _POS_INT,
             "include_seed": {"type": "boolean"},
@@ -81,7 +82,7 @@ DEFAULTS = {
     "description": "",
     "seed": 0,
     "output": "runs",
-    "capture": {"max_params": 100_000_000, "timeout_s": 600},
+    "capture": {"max_params": 100_000_000, "timeout_s": 600, "cache": True},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
                  "guidance": "uniform", "max_tries": 8},
     "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},

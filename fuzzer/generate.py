@@ -13,7 +13,8 @@ from collections import Counter
 import torch
 
 from seeds import create_seed
-from seeds.capture import CaptureError, capture
+from seeds.capture import Captured, CaptureError, capture
+from seeds.capture_cache import CaptureCache
 from workers.backends.eager import EagerFp64
 from workers.compare import Settings, attribute, compare
 from workers.faults import describe
@@ -105,19 +106,38 @@ def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, 
     return v.closeness.tol_ratio, v.verdict == "agree"
 
 
-def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_seed: int,
-                        mutators: list[str], max_params: int | None, guidance: dict | None = None) -> dict:
-    t0 = time.perf_counter()
+def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tuple[dict, Captured]:
+    """The seed's facts and its capture, from the capture cache when it holds them.
+    Raises ``CaptureError`` (stage build, budget or capture)."""
+    cache = CaptureCache() if use_cache else None
+    hit = cache.get(seed_id, max_params) if cache else None
+    if hit is not None:
+        return hit
     try:
         built = create_seed(seed_id)
     except Exception as e:  # noqa: BLE001 - a seed that does not build is a record
-        return _failure(seed_id, "build", e)
+        raise CaptureError("build", describe(e)["message"]) from e
     info = built.info.to_dict()
     try:
         cap = capture(built, max_params)
     except CaptureError as e:
-        return {**_failure(seed_id, e.stage, e, info), "error_type": type(e.__cause__ or e).__name__}
-    del built
+        e.info = info
+        raise
+    if cache:
+        cache.put(seed_id, info, cap)
+    return info, cap
+
+
+def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_seed: int,
+                        mutators: list[str], max_params: int | None, guidance: dict | None = None,
+                        use_cache: bool = True) -> dict:
+    t0 = time.perf_counter()
+    try:
+        info, cap = captured(seed_id, max_params, use_cache)
+    except CaptureError as e:
+        if e.stage == "build":
+            return _failure(seed_id, "build", e.__cause__ or e)
+        return {**_failure(seed_id, e.stage, e, getattr(e, "info", None)), "error_type": type(e.__cause__ or e).__name__}
     base = cap.variant
     try:
         base_eval = evaluate(base)
@@ -167,9 +187,9 @@ def _payload(v: Variant, seed_outputs: list | None) -> dict:
 
 
 def replay(recipe: Recipe, max_params: int | None = None) -> Variant:
-    """The variant a recipe describes, rebuilt from scratch (same graph hash, weights, inputs)."""
-    cap = capture(create_seed(recipe.seed), max_params)
-    current = cap.variant
+    """The variant a recipe describes (same graph hash, weights, inputs), rebuilt from its seed's
+    capture."""
+    current = captured(recipe.seed, max_params)[1].variant
     run_reference(current)
     for name, params in recipe.mutations:
         current = get_mutator(name).apply(current, params)

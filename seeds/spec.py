@@ -2,9 +2,18 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
+
+
+def cache_dir() -> Path:
+    """Where gapfuzz keeps what it can rebuild: ``$GAPFUZZ_CACHE_DIR``, else ``~/.cache/gapfuzz``."""
+    if os.environ.get("GAPFUZZ_CACHE_DIR"):
+        return Path(os.environ["GAPFUZZ_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gapfuzz"
 
 
 @dataclass

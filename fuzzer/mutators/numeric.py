@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.fx as fx
 
 from . import register_mutator
 from .base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick

@@ -38,7 +38,7 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..registry import SeedError, SeedSource, register_source
-from ..spec import BuiltSeed, SeedInfo, input_spec_of, stable_int
+from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of, stable_int
 
 log = logging.getLogger("gapfuzz.seeds")
 
@@ -203,12 +203,6 @@ def index_ops(op) -> dict[str, list[str]]:
                 seeds[f"ops/{key}/{dtype_name(dtype)}/{i}"] = aten
                 found += 1
     return seeds
-
-
-def cache_dir() -> Path:
-    if os.environ.get("GAPFUZZ_CACHE_DIR"):
-        return Path(os.environ["GAPFUZZ_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gapfuzz"
 
 
 def index_path() -> Path:

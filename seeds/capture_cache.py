@@ -1,0 +1,90 @@
+"""Captured seeds kept on disk, so a seed is exported once per library versions, not per campaign.
+
+torch.export of a mid-size model takes seconds (more than the eager runs of all its variants);
+campaigns, resumed campaigns and ``gapfuzz repro`` capture the same seeds again and again.
+An entry is the captured graph (JSON), its tensors and the seed's facts, saved with
+``torch.save`` and read back with ``weights_only=True``. The key covers the seed id, the
+versions of torch, torchvision, timm and transformers, and the source of the ``seeds``
+package, so a changed seed builder or library never serves a stale graph. Failures are
+not cached; entries over ``MAX_ENTRY_BYTES`` are not written.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from workers.ir import Variant
+
+from .capture import Captured, CaptureError
+from .spec import cache_dir
+
+FORMAT = 1
+MAX_ENTRY_BYTES = 512 * 2**20
+_LIBRARIES = ("torch", "torchvision", "timm", "transformers")
+
+
+@lru_cache(maxsize=1)
+def _fingerprint() -> str:
+    h = hashlib.sha256(f"format {FORMAT}".encode())
+    for lib in _LIBRARIES:
+        try:
+            h.update(f"{lib} {importlib.metadata.version(lib)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{lib} -".encode())
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+class CaptureCache:
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root is not None else cache_dir() / "captures"
+
+    def path(self, seed_id: str) -> Path:
+        key = hashlib.sha256(f"{_fingerprint()}|{seed_id}".encode()).hexdigest()[:24]
+        return self.root / f"{key}.pt"
+
+    def get(self, seed_id: str, max_params: int | None) -> tuple[dict, Captured] | None:
+        """The seed's facts and capture, or None; CaptureError('budget') as a fresh capture would."""
+        path = self.path(seed_id)
+        try:
+            entry = torch.load(path, weights_only=True)
+        except FileNotFoundError:
+            return None
+        except Exception:  # noqa: BLE001 - a torn or foreign file is a miss, and is replaced
+            return None
+        if entry.get("seed_id") != seed_id:
+            return None
+        if max_params is not None and entry["params"] > max_params:
+            e = CaptureError("budget", f"{entry['params']:,} parameters exceed the cap of {max_params:,}")
+            e.info = entry["info"]
+            raise e
+        tensors = {n: (t, n in entry["param_names"]) for n, t in entry["tensors"].items()}
+        variant = Variant.from_parts(entry["graph"], tensors, tuple(entry["inputs"]), entry["output_names"])
+        return entry["info"], Captured(variant, entry["params"], entry["capture_s"])
+
+    def put(self, seed_id: str, info: dict, cap: Captured) -> bool:
+        v = cap.variant
+        tensors = v.tensors()
+        size = sum(t.numel() * t.element_size() for t in [*tensors.values(), *v.inputs])
+        if size > MAX_ENTRY_BYTES:
+            return False
+        entry = {"seed_id": seed_id, "info": info, "params": cap.params, "capture_s": cap.capture_s,
+                 "graph": v.graph_json, "output_names": list(v.output_names),
+                 "tensors": {n: t.detach() for n, t in tensors.items()},
+                 "param_names": sorted(dict(v.gm.named_parameters())), "inputs": list(v.inputs)}
+        path = self.path(seed_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            torch.save(entry, tmp)
+            os.replace(tmp, path)  # whole or absent: a reader never sees half a file
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return False
+        return True
