@@ -126,8 +126,9 @@ class Driver:
     def submit_build(self, actor, work: SeedWork):
         v = self.c.config["variants"]
         snapshot = None if v["guidance"] == "uniform" else self.feedback.snapshot(v["guidance"])
-        args = (work.seed_id, work.indices, v, self.c.config["seed"], self.mutators,
-                self.c.config["capture"]["max_params"], snapshot)
+        cap = self.c.config["capture"]
+        args = (work.seed_id, work.indices, v, self.c.config["seed"], self.mutators, cap["max_params"], snapshot,
+                cap["cache"])
         return actor.call.remote("fuzzer.generate:build_seed_variants", args, {},
                                  timeout=self.c.config["capture"]["timeout_s"], put_key="payload")
 
@@ -184,7 +185,9 @@ class Driver:
                 if o["backend"] in vw.missing]
         for r in recs:
             self.progress.status[r.status] += 1
+        t0 = time.perf_counter()
         self.buffer.add(recs)
+        self.stats["write_s"] = self.stats.get("write_s", 0.0) + time.perf_counter() - t0
         targets = [(r.backend, r.status, cluster_key(r)) for r in recs
                    if r.backend not in (self.ref_name, self.oracle_name)]
         if targets:
@@ -216,6 +219,7 @@ class Driver:
         self.start_ray()
         try:
             self.start_pools()
+            self.stats["start_s"] = time.monotonic() - t0  # Ray and warm workers, before the first build
             self._loop(deque(work))
         finally:
             self.buffer.flush()
