@@ -15,7 +15,7 @@ def test_default_campaign_resolves_with_defaults():
     c = load_campaign()
     assert c.name == "default"
     assert c.reference.name == "eager@cpu" and c.oracle.name == "eager-fp64@cpu"
-    assert [t.name for t in c.targets] == ["inductor@cpu"]
+    assert [t.name for t in c.targets] == ["inductor@cpu", "onnxruntime@cpu", "openvino@cpu"]
     assert c.config["capture"]["max_params"] == 100_000_000
     assert len(select_seeds(c)) == 4
 

@@ -45,7 +45,7 @@ def run_backend(model, inputs, device):
 
         for mod in ("onnx", "onnxscript"):
             if importlib.util.find_spec(mod) is None:
-                return f"python package {mod!r} is not installed (pip install 'gapfuzz[onnx]')"
+                return f"python package {mod!r} is not installed (pip install {mod})"
         import onnxruntime as ort
 
         if _PROVIDERS[device] not in ort.get_available_providers():

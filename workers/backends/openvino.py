@@ -44,7 +44,7 @@ def run_backend(model, inputs, device):
         import importlib.util
 
         if importlib.util.find_spec("openvino") is None:
-            return "python package 'openvino' is not installed (pip install 'gapfuzz[openvino]')"
+            return "python package 'openvino' is not installed (pip install openvino)"
         import openvino as ov
 
         if _PLUGINS[device] not in ov.Core().available_devices:
