@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .signature import template
-from .table import format_table
+from .table import format_table, markdown_table
 
 STAGES = ["built", "within cap", "captured", "ran"]
 
@@ -41,16 +41,6 @@ def render_scan_summary(df: pd.DataFrame) -> str:
     return format_table(["source", "scanned", "built", "within cap", "captured", "ran", "ran/within cap"], rows)
 
 
-def _md_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in df.itertuples(index=False):
-        cells = [f"{v:.1%}" if isinstance(v, float) and c.endswith("cap") else
-                 ("" if v is None or (isinstance(v, float) and v != v) else str(v)) for c, v in zip(cols, row)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
-
-
 def render_seed_doc(df: pd.DataFrame, listed: dict[str, int], header: str) -> str:
     """docs/seeds.md: coverage per source and the top failure causes, from a catalog."""
     cov = coverage(df, listed)
@@ -60,11 +50,11 @@ def render_seed_doc(df: pd.DataFrame, listed: dict[str, int], header: str) -> st
     parts = [header, "## Coverage by source", "",
              "`built`: the constructor ran; `within cap`: at most the parameter cap; `captured`: "
              "`torch.export` succeeded; `ran`: the captured graph ran on eager. The rate that matters "
-             "is `ran / within cap`.", "", _md_table(cov), "",
+             "is `ran / within cap`.", "", markdown_table(cov, percent=lambda c: c.endswith('cap')), "",
              "## Time per seed (built, captured and ran)", "",
-             _md_table(slow.groupby("source")["total_s"].describe(percentiles=[0.5, 0.9])[
+             markdown_table(slow.groupby("source")["total_s"].describe(percentiles=[0.5, 0.9])[
                  ["count", "mean", "50%", "90%", "max"]].round(2).reset_index()), "",
              "## Top failure causes", "",
              "Messages are templates: numbers, shapes, names and paths masked.", ""]
-    parts.append(_md_table(fails) if not fails.empty else "No failures.")
+    parts.append(markdown_table(fails) if not fails.empty else "No failures.")
     return "\n".join(parts) + "\n"

@@ -1,4 +1,4 @@
-"""Plain-text tables for the terminal: no dependencies, widths fitted to the content."""
+"""Plain-text tables: for the terminal (widths fitted to the content) and for Markdown documents."""
 from __future__ import annotations
 
 
@@ -22,3 +22,20 @@ def _fmt(v) -> str:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def markdown_table(df, percent=lambda column: False, digits: int = 3) -> str:
+    """A DataFrame as a Markdown table; floats in the columns ``percent`` names as percentages."""
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = []
+        for c, v in zip(cols, row):
+            if v is None or (isinstance(v, float) and v != v):
+                cells.append("")
+            elif isinstance(v, float):
+                cells.append(f"{v:.1%}" if percent(c) else f"{v:.{digits}g}")
+            else:
+                cells.append(str(v))
+        lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cells) + " |")
+    return "\n".join(lines)

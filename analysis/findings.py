@@ -1,0 +1,179 @@
+"""docs/findings.md from a run folder: the study's tables, its clusters with what each one is, and
+the campaign's own performance.
+
+Everything is computed from the records and the run's stats files, so the document regenerates
+from the folder; the only hand-written part is ``annotations`` (cluster id -> class and note),
+kept in its own file so that regenerating never loses it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .api import Run
+from .clusters import FAILED
+from .table import markdown_table
+from .triage import describe
+
+CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",
+           "reference": "reference (eager) is the less accurate side", "open": "not yet classified"}
+TOLERANCES = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+
+
+def _pct(column: str) -> bool:
+    return column.endswith(("share", "rate")) or column.startswith(("share", "tol ")) or column == "disagree"
+
+
+def _kind(df: pd.DataFrame) -> pd.Series:
+    return np.where(df["seed_source"] == "ops", "operator seeds", "model seeds")
+
+
+def overview(run: Run) -> pd.DataFrame:
+    df = run.records(["seed_id", "seed_source", "variant_id", "backend", "status"])
+    g = df.assign(kind=_kind(df)).groupby("kind")
+    return pd.DataFrame({"seeds": g["seed_id"].nunique(), "variants": g["variant_id"].nunique(),
+                         "runs": g.size()}).reset_index()
+
+
+def failures_by_stage(run: Run) -> pd.DataFrame:
+    """Per backend, stage and kind of seed: the share of seeds with at least one failed run there."""
+    df = run.records(["seed_id", "seed_source", "backend", "status", "stage"])
+    df = df.assign(kind=_kind(df))
+    tried = df.groupby(["backend", "kind"])["seed_id"].nunique()
+    bad = df[df["status"].isin(FAILED) & df["stage"].notna()]
+    if bad.empty:
+        return pd.DataFrame(columns=["backend", "kind", "stage", "seeds failing", "share of seeds"])
+    out = bad.groupby(["backend", "kind", "stage"])["seed_id"].nunique().rename("seeds failing").reset_index()
+    out["share of seeds"] = out["seeds failing"] / [tried[(b, k)] for b, k in zip(out["backend"], out["kind"])]
+    return out.sort_values(["backend", "kind", "stage"], ignore_index=True)
+
+
+def support_matrix(run: Run) -> pd.DataFrame:
+    """Operator x stack from single-operator seeds: ok, fails, or the share that worked."""
+    m = run.support_matrix("share", ops_only=True)
+    if m.empty:
+        return m
+    m = m[[c for c in m.columns if c not in (run.reference, run.oracle)]]
+
+    def cell(v):
+        return "" if v != v else "ok" if v == 1 else "FAIL" if v == 0 else f"{v:.0%}"
+    return m.apply(lambda col: col.map(cell)).reset_index()
+
+
+def tolerance_table(run: Run) -> pd.DataFrame:
+    """Per backend: the share of compared runs that diverge at each allclose tolerance."""
+    t = run.tolerance_curve(TOLERANCES)
+    if t.empty:
+        return t
+    t = t[~t["backend"].isin([run.reference])]
+    wide = t.pivot(index="backend", columns="tolerance", values="pass_rate")
+    wide = 1 - wide
+    wide.columns = [f"tol {c:g}" for c in wide.columns]
+    runs = t.groupby("backend")["runs"].first()
+    return wide.assign(compared=runs).reset_index()[["backend", "compared", *wide.columns]]
+
+
+def task_disagreement(run: Run) -> pd.DataFrame:
+    df = run.records(["backend", "task_metric", "task_agree"])
+    df = df[df["task_metric"].notna() & (df["backend"] != run.reference)]
+    if df.empty:
+        return pd.DataFrame(columns=["backend", "task_metric", "runs", "disagree", "mean agreement"])
+    a = pd.to_numeric(df["task_agree"], errors="coerce")
+    g = df.assign(_d=a < 1, _a=a).groupby(["backend", "task_metric"])
+    return pd.DataFrame({"runs": g.size(), "disagree": g["_d"].mean(), "mean agreement": g["_a"].mean()}).reset_index()
+
+
+def slowdowns(run: Run) -> pd.DataFrame:
+    s = run.slowdown_summary()
+    prep = run.records(["backend", "prepare_s"])
+    med = pd.to_numeric(prep["prepare_s"], errors="coerce").groupby(prep["backend"]).median().rename("prepare s (median)")
+    return s.join(med, on="backend")
+
+
+def performance(run: Run) -> tuple[pd.DataFrame, dict]:
+    """Where the campaign's worker time went, and the throughput figures, from records and stats."""
+    sessions = [json.loads(p.read_text()) for p in sorted((run.path / "stats").glob("session-*.json"))]
+    builds = [b for s in sessions for b in s.get("builds", [])]
+    busy = sum(w.get("busy_s", 0) for s in sessions for w in s.get("workers", []))
+    alive = sum(w.get("alive_s", 0) for s in sessions for w in s.get("workers", []))
+    wall = sum(s.get("wall_s", 0) for s in sessions)
+    df = run.records(["backend", "prepare_s", "run_s", "align_s", "variant_id"])
+    capture = sum(b.get("capture_s") or 0 for b in builds)
+    mutation = sum((b.get("build_s") or 0) - (b.get("capture_s") or 0) for b in builds)
+    rows = [("capture (torch.export)", capture), ("mutation and validation", mutation)]
+    num = df.assign(prepare_s=pd.to_numeric(df["prepare_s"], errors="coerce").fillna(0),
+                    run_s=pd.to_numeric(df["run_s"], errors="coerce").fillna(0))
+    for backend, g in num.groupby("backend"):
+        rows.append((f"prepare: {backend}", float(g["prepare_s"].sum())))
+    rows.append(("timed runs (all backends)", float(num["run_s"].sum())))
+    rows.append(("tier 2: locating the first divergent node", float(pd.to_numeric(df["align_s"], errors="coerce").sum())))
+    accounted = sum(v for _, v in rows)
+    rows.append(("pipeline: transport, load, compare, bookkeeping", max(0.0, busy - accounted)))
+    table = pd.DataFrame(rows, columns=["where", "seconds"])
+    table["share of worker time"] = table["seconds"] / busy if busy else np.nan
+    writes = sum(s.get("write_s", 0) for s in sessions)
+    figures = {"sessions": len(sessions), "wall_h": wall / 3600, "variants": df["variant_id"].nunique(),
+               "per_hour": df["variant_id"].nunique() / (wall / 3600) if wall else float("nan"),
+               "utilisation": busy / alive if alive else float("nan"), "write_s": writes}
+    return table, figures
+
+
+def cluster_table(run: Run, annotations: dict, repro_root: Path, limit: int = 40) -> pd.DataFrame:
+    c = run.clusters()
+    if c.empty:
+        return c
+    rows = []
+    for r in c.head(limit).itertuples():
+        note = annotations.get(r.cluster) or {}
+        folder = repro_root / r.cluster
+        rows.append({"cluster": r.cluster, "level": r.level, "vendor": "yes" if r.vendor else "",
+                     "runs": r.count, "seeds": r.seeds, "backends": ", ".join(r.backends),
+                     "what": describe(r)[:140], "class": CLASSES.get(note.get("class"), "") if note else "",
+                     "reproducer": f"[{r.cluster}](findings/{r.cluster}/)" if (folder / "repro.py").exists() else ""})
+    return pd.DataFrame(rows)
+
+
+def render(run: Run, annotations: dict, repro_root: Path, command: str) -> str:
+    perf, fig = performance(run)
+    notes = annotations.get("_summary", "")
+    sections = [
+        "# Findings: one model zoo, five CPU stacks", "",
+        f"Generated by `{command}` from the run folder `{run.path}` (campaign `{run.name}`); the class and "
+        "note of each finding come from `docs/findings/annotations.yaml`. Do not edit by hand; re-run the script.",
+        "", notes, "",
+        "## What ran", "", markdown_table(overview(run)), "",
+        "## Findings", "",
+        "Clusters, most severe and largest first. `vendor`: a target's own failure or a target-divergent "
+        "result, the kind to report. Each reproducer folder holds `repro.py` (plain PyTorch and the one "
+        "stack's package) and `report.md`.", "",
+        markdown_table(cluster_table(run, {k: v for k, v in annotations.items() if k != "_summary"}, repro_root)), "",
+    ]
+    for cid, note in annotations.items():
+        if cid != "_summary" and isinstance(note, dict) and note.get("note"):
+            sections += [f"- **{cid}** ({CLASSES.get(note.get('class'), note.get('class'))}): {note['note']}"]
+    sections += ["", "## Failures per stack and stage", "",
+                 "The share of seeds with at least one failed run at that stage (models and single operators apart).",
+                 "", markdown_table(failures_by_stage(run), _pct), "",
+                 "## Divergence at each tolerance", "",
+                 "The share of compared runs (both sides completed) that fail `allclose(atol=rtol=t)` "
+                 "against eager.", "", markdown_table(tolerance_table(run), _pct), "",
+                 "Mismatches after the per-dtype tolerances and the float64 oracle's verdict:", "",
+                 markdown_table(run.divergence(), _pct), "",
+                 "## Task-level disagreement", "",
+                 "Top-1 class, argmax token, pixel argmax or matched detections against eager.", "",
+                 markdown_table(task_disagreement(run), _pct), "",
+                 "## Slowdowns against eager", "",
+                 "Median latency ratio per run (warm, median of the timed calls); prepare time is convert or compile.",
+                 "", markdown_table(slowdowns(run)), "",
+                 "## Operator support matrix (single-operator seeds)", "",
+                 "`ok`: every run of that operator completed; `FAIL`: none did; a share otherwise.", "",
+                 markdown_table(support_matrix(run)), "",
+                 "## The campaign's own performance", "",
+                 f"{fig['variants']} variants in {fig['wall_h']:.2f} h of wall time over {fig['sessions']} session(s): "
+                 f"{fig['per_hour']:.0f} variants an hour; workers busy {fig['utilisation']:.0%} of the time they "
+                 f"were up; writing records took {fig['write_s']:.1f} s in the driver.", "",
+                 markdown_table(perf, _pct), ""]
+    return "\n".join(sections)

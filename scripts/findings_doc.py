@@ -1,0 +1,52 @@
+#!/usr/bin/env python
+"""Write docs/findings.md from a study's run folder.
+
+    python scripts/findings_doc.py runs/cpu-study [--out docs/findings.md]
+        [--annotations docs/findings/annotations.yaml]
+
+The class and note of each finding are read from the annotations file (cluster id ->
+{class: defect|documented|tolerance|reference|open, note: ...}; ``_summary``: a paragraph),
+so that regenerating the tables never loses them. Reproducers are linked when
+``docs/findings/<cluster-id>/repro.py`` exists.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from analysis.api import load_run
+from analysis.findings import CLASSES, render
+from analysis.store import ResultsError
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir")
+    p.add_argument("--out", default="docs/findings.md")
+    p.add_argument("--annotations", default="docs/findings/annotations.yaml")
+    a = p.parse_args()
+    notes_file = Path(a.annotations)
+    try:
+        run = load_run(a.run_dir)
+        notes = yaml.safe_load(notes_file.read_text()) or {} if notes_file.exists() else {}
+    except (ResultsError, yaml.YAMLError) as e:
+        print(f"findings_doc: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    bad = [k for k, v in notes.items() if k != "_summary" and (v or {}).get("class") not in CLASSES]
+    if bad:
+        print(f"findings_doc: {notes_file}: unknown class for {', '.join(bad)} "
+              f"(one of {', '.join(CLASSES)})", file=sys.stderr)
+        return 2
+    command = f"python scripts/findings_doc.py {a.run_dir}"
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(run, notes, notes_file.parent, command))
+    print(f"wrote {out} ({len(run)} records)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
