@@ -66,3 +66,20 @@ def test_a_large_request_to_a_process_that_dies_leaves_no_file(sandbox):
     fault = sandbox.request("call", "tests.fault_helpers:segfault", (big,), {}, timeout=60.0)
     assert isinstance(fault, Fault) and fault.status == "crash"
     assert _spill_files() == before
+
+
+def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets():
+    from workers.executor import Executor
+    from workers.ir import Variant
+
+    torch = pytest.importorskip("torch")
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 3))
+    payload = Variant(gm, (torch.ones(2, 4),)).to_payload()
+    ex = Executor()
+    ex.load("v", payload)
+    eager = {"stack": "eager", "device": "cpu"}
+    zero = {"stack": "zero-weights", "device": "cpu", "cls_path": "tests.numeric_backends:ZeroWeights"}
+    before = ex.run("v", eager)["outputs"]
+    assert ex.run("v", zero)["outputs"][0].abs().sum() == 0
+    after = ex.run("v", eager)["outputs"]
+    assert torch.equal(before[0], after[0]) and before[0].abs().sum() > 0

@@ -87,37 +87,43 @@ class Executor:
         self.checksums: dict[str, dict] = {}
         self._modules_frozen = 0
         self._rss_settled = 0  # resident memory after the last full collection
-        self._unused = None
+        self._pristine, self._pristine_clean = None, False
 
     def _settle(self) -> None:
         """Collect the last run's cycles before this one, fully only once memory has grown: a full
-        collection walks every object the imports made (0.1-0.3 s a run), a young one does not.
-        After a full one, once new modules were imported, freeze what survives."""
+        collection walks every object the imports made (0.1-0.3 s a run), a young one does not."""
         rss = rss_bytes(os.getpid())
         if rss < self._rss_settled + max(FULL_COLLECT_GROWTH, self._rss_settled // 4):
             gc.collect(1)
             return
         gc.collect()
-        if len(sys.modules) != self._modules_frozen and self._unused is None:  # only modules and payloads live
-            gc.freeze()
-            self._modules_frozen = len(sys.modules)
         self._rss_settled = rss_bytes(os.getpid())
 
     def load(self, variant_id: str, payload: dict) -> dict:
         from .ir import Variant
 
-        self.payloads = {variant_id: payload}  # one variant at a time keeps memory flat
+        self.payloads, self._pristine = {}, None  # one variant at a time keeps memory flat
+        if len(sys.modules) != self._modules_frozen:  # nothing of a variant is alive: freeze what the
+            gc.collect()  # imports made, so that full collections skip it
+            gc.freeze()
+            self._modules_frozen = len(sys.modules)
+        self.payloads = {variant_id: payload}
         v = Variant.from_payload(payload)
         self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
-        self._unused = (variant_id, v)  # hashing left its tensors untouched: the first run takes them
+        self._pristine, self._pristine_clean = (variant_id, v), True
         return self.checksums
 
-    def _fresh(self, variant_id: str):
-        """The loaded variant with tensors no backend has touched yet, deserialised again if needed."""
+    def _variant_for(self, variant_id: str, backend):
+        """The loaded variant for one backend. Backends that never write what they are given
+        (``leaves_variant_intact``) share it; any other gets it while no such backend has had it,
+        and a copy deserialised again after that, so each backend sees exactly what was sent."""
         from .ir import Variant
 
-        unused, self._unused = self._unused, None
-        return unused[1] if unused and unused[0] == variant_id else Variant.from_payload(self.payloads[variant_id])
+        pristine = self._pristine[1] if self._pristine and self._pristine[0] == variant_id else None
+        if pristine is not None and self._pristine_clean:
+            self._pristine_clean = bool(getattr(backend, "leaves_variant_intact", False))
+            return pristine
+        return Variant.from_payload(self.payloads[variant_id])
 
     def run(self, variant_id: str, spec: dict, repeats: int = 3) -> dict:
         """Prepare and run one backend on the loaded variant; errors become a result."""
@@ -129,11 +135,11 @@ class Executor:
         self._settle()
         bspec = BackendSpec(**spec)
         result = {"status": "ok", "stage": None, **self.checksums}
-        variant = self._fresh(variant_id)  # fresh tensors per backend
         device = bspec.device
         stage, started = "compile", None
         try:
             backend = bspec.create()
+            variant = self._variant_for(variant_id, backend)
             stage = getattr(backend, "prepare_stage", "compile")
             device = getattr(backend, "input_device", None) or device
             inputs = tuple(t.to(device) for t in variant.inputs)

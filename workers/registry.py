@@ -39,6 +39,9 @@ class Backend:
     module: str | None = None  # the Python package the stack needs, for availability and version
     input_device: str | None = None  # where inputs go when not on the device (host-array runtimes: "cpu")
     prepare_stage = "compile"  # the stage of a prepare() failure; prepare may refine it via ``self.stage``
+    # True only for stacks that never write the graph, weights or inputs they are given (eager): they
+    # share one deserialised variant; every other stack gets its own copy.
+    leaves_variant_intact = False
     # Stand-alone source of ``run_backend(model, inputs, device)`` for reproducers; it may read OPTIONS
     # (the backend's options) and ARG_NAMES (the model's input names). None: load this class by path.
     repro: str | None = None

@@ -37,6 +37,7 @@ class Eager(Backend):
     name = "eager"
     devices = DEVICES
     capture_nodes = True  # runs op by op: tier 2 reads every node's value in one run
+    leaves_variant_intact = True  # a functional graph run as written (or copied to the device)
     repro = """
 def run_backend(model, inputs, device):
     return model.to(device)(*[t.to(device) for t in inputs])
@@ -53,6 +54,7 @@ class EagerFp64(Backend):
 
     name = "eager-fp64"
     devices = ("cpu", "cuda")
+    leaves_variant_intact = True  # widens copies of the weights, never the weights
 
     def prepare(self, gm, example_inputs, device):
         gm, _ = to_device(gm, (), device, WIDEN)
