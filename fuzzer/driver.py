@@ -44,6 +44,7 @@ class VariantWork:
     missing: set[str]
     devices: deque = field(default_factory=deque)  # pools still to run, home pool first
     home: object = None  # ObjectRef to the reference/oracle outputs
+    builder: object = None  # the worker that built it: it runs it without a transfer
 
 
 class Driver:
@@ -109,9 +110,10 @@ class Driver:
                                     f"(has: {', '.join(sorted(have))})")
 
     # ------------------------------------------------------------------ dispatch
-    def _idle(self, device: str):
+    def _idle(self, device: str, prefer=None):
+        """The least loaded worker of a pool with room, ``prefer`` among equals; None if all are full."""
         actors = self.pools.get(device) or []
-        best = min(actors, key=lambda a: self.load[a], default=None)
+        best = min(actors, key=lambda a: (self.load[a], a is not prefer), default=None)
         return best if best is not None and self.load[best] < MAX_INFLIGHT else None
 
     def _settings(self, vw: VariantWork) -> dict:
@@ -137,13 +139,13 @@ class Driver:
                  (n in vw.missing or (device == self.home and n in (self.ref_name, self.oracle_name)))]
         specs = [self.specs[n].to_dict() for n in names]
         outcomes, home = actor.run_variant.options(num_returns=2).remote(
-            vw.meta["variant_id"], vw.payload, specs, self._settings(vw), vw.home)
+            vw.meta["variant_id"], [vw.payload], specs, self._settings(vw), vw.home)  # in a list: fetched if needed
         if device == self.home:
             vw.home = home
         return outcomes
 
     # ------------------------------------------------------------------ results
-    def on_build(self, work: SeedWork, reply: dict) -> list[VariantWork]:
+    def on_build(self, work: SeedWork, reply: dict, builder=None) -> list[VariantWork]:
         if "value" not in reply:
             fault, err = reply.get("fault"), reply.get("error")
             result = ({"status": fault["status"], "stage": "capture", "error_type": fault["cause"],
@@ -172,7 +174,7 @@ class Driver:
             missing = work.missing.get(index, set())
             devices = deque(d for d in self.devices if any(self.specs[n].device == d for n in missing)
                             or d == self.home)
-            out.append(VariantWork(work.seed_id, result["seed"], v, payload, missing, devices))
+            out.append(VariantWork(work.seed_id, result["seed"], v, payload, missing, devices, builder=builder))
         return out
 
     def _write_catalog(self) -> None:
@@ -250,7 +252,7 @@ class Driver:
                         continue
                 if kind == "build":
                     self.seeds_done += 1
-                    ready.extend(self.on_build(item, value))
+                    ready.extend(self.on_build(item, value, actor))
                 else:
                     self.on_run(item, value)
                     self._next_pool(item, ready)
@@ -269,7 +271,7 @@ class Driver:
         while progress:
             progress = False
             for vw in list(ready):
-                actor = self._idle(vw.devices[0])
+                actor = self._idle(vw.devices[0], vw.builder)
                 if actor is not None:
                     ready.remove(vw)
                     inflight[self.submit_run(actor, vw, vw.devices[0])] = ("run", vw, actor, vw.devices[0])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Worker scaling and pipeline overhead, measured side by side in one run.
 
-    python scripts/bench_workers.py [--per-seed 6] [--repeats 5] [--cold]
+    python scripts/bench_workers.py [--per-seed 12] [--repeats 5] [--cold]
 
 Runs the same eager-dominated campaign (mid-size timm models; reference, fp64 oracle and a
 second eager target) with 1 worker and with 2, on one embedded Ray, and prints variants per
@@ -49,17 +49,18 @@ def run_one(workers: int, out: Path, per_seed: int, repeats: int, cold: bool) ->
     df = pd.read_parquet(run_dir / "records")
     stats = json.loads(sorted((run_dir / "stats").glob("*.json"))[-1].read_text())
     busy = sum(w["busy_s"] for w in stats["workers"])
+    local = sum(w.get("local_loads", 0) for w in stats["workers"])
     backend = float((df["prepare_s"].fillna(0) + df["run_s"].fillna(0)).sum())
     builds = sum(b["build_s"] or 0 for b in stats["builds"])
     n = df["variant_id"].nunique()
     return {"workers": workers, "variants": n, "runs": len(df), "wall_s": wall, "start_s": stats["start_s"],
             "per_min": 60 * n / wall, "steady_per_min": 60 * n / (wall - stats["start_s"]), "busy_s": busy, "backend_s": backend,
-            "build_s": builds, "other_s": busy - backend - builds}
+            "build_s": builds, "other_s": busy - backend - builds, "local": local}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--per-seed", type=int, default=6)
+    p.add_argument("--per-seed", type=int, default=12)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--cold", action="store_true", help="no capture cache: every run exports its seeds")
     a = p.parse_args()
@@ -87,7 +88,8 @@ def main() -> int:
     for r in rows:
         b = r["busy_s"]
         print(f"{r['workers']} worker(s) busy {b:.1f} s: backend prepare+run {r['backend_s'] / b:.1%}, "
-              f"building variants {r['build_s'] / b:.1%}, other (transport, load, compare) {r['other_s'] / b:.1%}")
+              f"building variants {r['build_s'] / b:.1%}, other (transport, load, compare) {r['other_s'] / b:.1%}; "
+              f"{r['local']} of {r['variants']} variants ran on the worker that built them (no transfer)")
     return 0
 
 

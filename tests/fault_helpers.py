@@ -32,3 +32,8 @@ def hog_memory(step_mb: int = 64):
 
 def raise_value_error():
     raise ValueError("bad value 42")
+
+
+def as_built(payload):
+    """The shape of a build reply, for a variant the sandbox then keeps."""
+    return {"variants": [{"variant_id": "built#0", "payload": payload}]}

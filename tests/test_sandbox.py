@@ -83,3 +83,24 @@ def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets(
     assert ex.run("v", zero)["outputs"][0].abs().sum() == 0
     after = ex.run("v", eager)["outputs"]
     assert torch.equal(before[0], after[0]) and before[0].abs().sum() > 0
+
+
+def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
+    from workers.ir import Variant
+    from workers.runner import run_variant
+
+    torch = pytest.importorskip("torch")
+    payload = Variant(torch.fx.symbolic_trace(torch.nn.Linear(4, 3)), (torch.ones(2, 4),)).to_payload()
+    sandbox.request("call", "tests.fault_helpers:as_built", (payload,), {}, keep_key="payload")
+    fetched = []
+
+    def fetch():
+        fetched.append(1)
+        return payload
+    specs = [{"stack": "eager", "device": "cpu"}]
+    settings = {"reference": "eager@cpu", "oracle": None}
+    outcomes, _ = run_variant(sandbox, "built#0", None, specs, settings, fetch=fetch)
+    assert outcomes[0].status == "ok" and not fetched
+    sandbox.stop()  # a fresh process does not have it: the payload is fetched and sent
+    outcomes, _ = run_variant(sandbox, "built#0", None, specs, settings, fetch=fetch)
+    assert outcomes[0].status == "ok" and fetched == [1]

@@ -21,6 +21,12 @@ from .faults import describe, status_of_error
 from .sandbox import rss_bytes
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
+KEEP_BYTES = 1 << 30  # built payloads kept for local loads
+
+
+def payload_bytes(payload: dict) -> int:
+    wires = [*payload.get("tensors", {}).values(), *payload.get("inputs", [])]
+    return sum(w["data"].nbytes for w in wires)
 
 
 def _die_with_parent() -> None:
@@ -88,6 +94,7 @@ class Executor:
         self._modules_frozen = 0
         self._rss_settled = 0  # resident memory after the last full collection
         self._pristine, self._pristine_clean = None, False
+        self.kept: dict[str, dict] = {}  # payloads of variants this process built, oldest first
 
     def _settle(self) -> None:
         """Collect the last run's cycles before this one, fully only once memory has grown: a full
@@ -99,9 +106,16 @@ class Executor:
         gc.collect()
         self._rss_settled = rss_bytes(os.getpid())
 
-    def load(self, variant_id: str, payload: dict) -> dict:
+    def load(self, variant_id: str, payload: dict | None = None) -> dict:
+        """Deserialise a variant and checksum what arrived. ``payload`` None: a variant this process
+        built (see ``call``'s ``keep_key``), which then never crosses a process boundary; the reply
+        carries its seed outputs, which the caller would otherwise read from the payload."""
         from .ir import Variant
 
+        local = payload is None
+        if local and variant_id not in self.kept:
+            raise KeyError(f"variant {variant_id} was not built in this process")
+        payload = self.kept.pop(variant_id) if local else payload
         self.payloads, self._pristine = {}, None  # one variant at a time keeps memory flat
         if len(sys.modules) != self._modules_frozen:  # nothing of a variant is alive: freeze what the
             gc.collect()  # imports made, so that full collections skip it
@@ -111,7 +125,7 @@ class Executor:
         v = Variant.from_payload(payload)
         self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
         self._pristine, self._pristine_clean = (variant_id, v), True
-        return self.checksums
+        return {**self.checksums, "seed_outputs": payload.get("seed_outputs")} if local else self.checksums
 
     def _variant_for(self, variant_id: str, backend):
         """The loaded variant for one backend. Backends that never write what they are given
@@ -214,12 +228,21 @@ class Executor:
         except Exception:  # noqa: BLE001 - best effort cleanup between runs
             pass
 
-    def call(self, fn_path: str, args: tuple, kwargs: dict):
+    def call(self, fn_path: str, args: tuple, kwargs: dict, keep_key: str | None = None):
+        """``module:function(*args, **kwargs)``. With ``keep_key``, the reply's
+        ``["variants"][i][keep_key]`` payloads are also kept here (the newest, up to KEEP_BYTES),
+        so that ``load(variant_id)`` in this process needs no transfer."""
         module, _, qual = fn_path.partition(":")
         fn = importlib.import_module(module)
         for part in qual.split("."):
             fn = getattr(fn, part)
-        return fn(*args, **kwargs)
+        reply = fn(*args, **kwargs)
+        if keep_key and isinstance(reply, dict):
+            for item in reply.get("variants", []):
+                self.kept[item["variant_id"]] = item[keep_key]
+            while sum(map(payload_bytes, self.kept.values())) > KEEP_BYTES:
+                self.kept.pop(next(iter(self.kept)))
+        return reply
 
     def ping(self) -> int:
         return os.getpid()

@@ -45,15 +45,29 @@ class PoolWorker:
         self.sandbox.start()
         self.busy_s = 0.0
         self.started = time.monotonic()
+        self.built: set[str] = set()  # variants the current sandbox process built and keeps
+        self.built_in = 0  # the sandbox start those belong to
+        self.local_loads = 0
 
     def ready(self) -> str:
         self.sandbox.request("ping", timeout=120)
         return self.name
 
-    def run_variant(self, variant_id: str, payload: dict, specs: list, settings: dict, home_outputs=None):
+    def run_variant(self, variant_id: str, payload, specs: list, settings: dict, home_outputs=None):
+        """``payload``: the payload, or ``[ObjectRef]`` (not resolved by Ray), fetched only when this
+        worker's sandbox did not build the variant itself."""
         t0 = time.perf_counter()
+        fetch = None
+        if isinstance(payload, list):
+            ref = payload[0]
+            fetch = lambda: ray.get(ref)  # noqa: E731
+            local = variant_id in self.built and self.built_in == self.sandbox.starts
+            payload = None if local else fetch()
+            self.local_loads += local
+        self.built.discard(variant_id)
         try:
-            outcomes, home = run_variant(self.sandbox, variant_id, payload, specs, settings, home_outputs, self.name)
+            outcomes, home = run_variant(self.sandbox, variant_id, payload, specs, settings, home_outputs, self.name,
+                                         fetch)
         finally:
             self.busy_s += time.perf_counter() - t0
         return [o.to_dict() for o in outcomes], home
@@ -63,10 +77,12 @@ class PoolWorker:
         """Run ``module:function`` in the sandbox: ``{"value"}``, ``{"fault"}`` or ``{"error"}``.
 
         With ``put_key``, each ``value["variants"][i][put_key]`` is put in the object store
-        from here, so large payloads never pass through the caller."""
+        from here, so large payloads never pass through the caller, and the sandbox keeps them
+        too, so that this worker runs them without a transfer."""
         t0 = time.perf_counter()
         try:
-            reply = self.sandbox.request("call", fn_path, tuple(args), dict(kwargs or {}), timeout=timeout)
+            reply = self.sandbox.request("call", fn_path, tuple(args), dict(kwargs or {}), keep_key=put_key,
+                                         timeout=timeout)
         except RemoteError as e:
             return {"error": e.info, "worker": self.name}
         finally:
@@ -74,13 +90,16 @@ class PoolWorker:
         if isinstance(reply, Fault):
             return {"fault": reply.__dict__, "worker": self.name}
         if put_key and isinstance(reply, dict):
+            if self.built_in != self.sandbox.starts:
+                self.built, self.built_in = set(), self.sandbox.starts
             for item in reply.get("variants", []):
                 item[put_key] = ray.put(item[put_key])
+                self.built.add(item["variant_id"])
         return {"value": reply, "worker": self.name}
 
     def stats(self) -> dict:
         return {"worker": self.name, "busy_s": self.busy_s, "alive_s": time.monotonic() - self.started,
-                "sandbox_starts": self.sandbox.starts}
+                "sandbox_starts": self.sandbox.starts, "local_loads": self.local_loads}
 
     def shutdown(self) -> None:
         self.sandbox.close()

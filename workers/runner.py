@@ -52,17 +52,33 @@ def _outcome(spec: BackendSpec, worker: str) -> RunOutcome:
 
 
 class VariantJob:
-    def __init__(self, sandbox: Sandbox, variant_id: str, payload: dict, settings: JobSettings, worker: str):
+    """One variant's runs in one sandbox. ``payload`` None: the sandbox built the variant and keeps
+    it; ``fetch()`` gives the payload when it does not (any more, after a crash)."""
+
+    def __init__(self, sandbox: Sandbox, variant_id: str, payload: dict | None, settings: JobSettings, worker: str,
+                 fetch=None):
         self.sb, self.vid, self.payload, self.s, self.worker = sandbox, variant_id, payload, settings, worker
+        self.fetch = fetch
+        self.seed_outputs = payload.get("seed_outputs") if payload else None
         self.loaded = False
         self.outputs: dict[str, list] = {}
 
     def _load(self) -> None:
-        if not self.loaded:
+        if self.loaded:
+            return
+        try:
             reply = self.sb.request("load", self.vid, self.payload, timeout=max(60.0, self.s.timeout_s))
-            if isinstance(reply, Fault):
-                raise RuntimeError(f"executor died loading variant {self.vid}: {reply.cause} {reply.message}")
-            self.loaded = True
+        except RemoteError:
+            if self.payload is not None or self.fetch is None:
+                raise
+            self.payload = self.fetch()  # the sandbox that built it is gone: send it after all
+            self.seed_outputs = self.payload.get("seed_outputs")
+            return self._load()
+        if isinstance(reply, Fault):
+            raise RuntimeError(f"executor died loading variant {self.vid}: {reply.cause} {reply.message}")
+        if self.payload is None:
+            self.seed_outputs = reply.get("seed_outputs")
+        self.loaded = True
 
     def _run_once(self, spec: BackendSpec):
         self._load()
@@ -110,15 +126,15 @@ class VariantJob:
         return out
 
 
-def run_variant(sandbox: Sandbox, variant_id: str, payload: dict, specs: list[dict], settings: dict,
-                home_outputs: dict | None = None, worker: str = "") -> tuple[list[RunOutcome], dict]:
+def run_variant(sandbox: Sandbox, variant_id: str, payload: dict | None, specs: list[dict], settings: dict,
+                home_outputs: dict | None = None, worker: str = "", fetch=None) -> tuple[list[RunOutcome], dict]:
     """Outcomes for every spec, and the reference/oracle outputs for pools that run later."""
     s = JobSettings.from_dict(settings)
-    job = VariantJob(sandbox, variant_id, payload, s, worker)
+    job = VariantJob(sandbox, variant_id, payload, s, worker, fetch)
     outcomes = [job.run(BackendSpec(**d)) for d in specs]
     t0 = time.perf_counter()
     known = {**(home_outputs or {}), **job.outputs}
-    seed_outputs = [tensor_from_wire(w) for w in payload["seed_outputs"]] if payload.get("seed_outputs") else None
+    seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
     judge = Judge(s, known.get(s.reference), known.get(s.oracle) if s.oracle else None, seed_outputs)
     for o, d in zip(outcomes, specs):
         if o.status == "ok" and o.backend != s.reference:

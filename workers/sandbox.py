@@ -75,14 +75,15 @@ class Sandbox:
         return proc, Connection(p2c_w, readable=False), Connection(c2p_r, writable=False)
 
     def start(self) -> None:
-        """Adopt the warm spare process (or start one), wait until it has imported torch, and start
-        the next spare in the background, so that replacing a dead process costs no import time."""
+        """Adopt the warm spare process (or start one) and wait until it has imported torch. From the
+        first replacement on, start the next spare in the background, so that a stack that keeps
+        crashing costs no import time per crash; one that never crashes costs no spare."""
         if self.alive():
             return
         if self.spare is None or self.spare[0].poll() is not None:
             self.spare = self._spawn()
         self.proc, self.outbox, self.inbox = self.spare
-        self.spare = self._spawn() if self.keep_spare else None
+        self.spare = None
         self.starts += 1
         deadline = time.monotonic() + self.startup_timeout_s
         while not self.inbox.poll(0.05):  # the interpreter imports torch before it says it is ready
@@ -91,6 +92,8 @@ class Sandbox:
                 self.stop()
                 raise RuntimeError(f"executor process did not start: {tail[-500:]}")
         pipe.recv(self.inbox)
+        if self.keep_spare and self.starts > 1:
+            self.spare = self._spawn()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
