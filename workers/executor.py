@@ -93,7 +93,7 @@ class Executor:
         self.checksums: dict[str, dict] = {}
         self._modules_frozen = 0
         self._rss_settled = 0  # resident memory after the last full collection
-        self._pristine, self._pristine_clean = None, False
+        self._pristine = None
         self.kept: dict[str, dict] = {}  # payloads of variants this process built, oldest first
 
     def _settle(self) -> None:
@@ -122,21 +122,19 @@ class Executor:
             gc.freeze()
             self._modules_frozen = len(sys.modules)
         self.payloads = {variant_id: payload}
-        v = Variant.from_payload(payload)
+        v = Variant.from_payload(payload, copy=False)  # ours alone; only intact stacks will read it
         self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
-        self._pristine, self._pristine_clean = (variant_id, v), True
+        self._pristine = (variant_id, v)
         return {**self.checksums, "seed_outputs": payload.get("seed_outputs")} if local else self.checksums
 
     def _variant_for(self, variant_id: str, backend):
         """The loaded variant for one backend. Backends that never write what they are given
-        (``leaves_variant_intact``) share it; any other gets it while no such backend has had it,
-        and a copy deserialised again after that, so each backend sees exactly what was sent."""
+        (``leaves_variant_intact``) share it; any other gets its own copy, so that each backend
+        sees exactly what was sent."""
         from .ir import Variant
 
-        pristine = self._pristine[1] if self._pristine and self._pristine[0] == variant_id else None
-        if pristine is not None and self._pristine_clean:
-            self._pristine_clean = bool(getattr(backend, "leaves_variant_intact", False))
-            return pristine
+        if getattr(backend, "leaves_variant_intact", False) and self._pristine and self._pristine[0] == variant_id:
+            return self._pristine[1]
         return Variant.from_payload(self.payloads[variant_id])
 
     def run(self, variant_id: str, spec: dict, repeats: int = 3) -> dict:

@@ -156,10 +156,14 @@ def clone_exact(t: torch.Tensor) -> torch.Tensor:
     return t.clone() if t.numel() == 0 or _dense(t) else tensor_from_wire(tensor_to_wire(t)).to(t.device)
 
 
-def tensor_from_wire(w: dict) -> torch.Tensor:
+def tensor_from_wire(w: dict, copy: bool = True) -> torch.Tensor:
+    """The tensor a wire dict describes. ``copy=False`` views the wire's buffer when it is writable,
+    for a caller that owns the buffer and deserialises it once."""
     dtype = getattr(torch, w["dtype"])
-    # one copy: the wire's buffer may be read-only (Ray) or shared by later calls (the executor)
-    flat = torch.from_numpy(np.array(w["data"], dtype=np.uint8, copy=True).reshape(-1))
+    data = w["data"]
+    if copy or not data.flags.writeable or not data.flags.c_contiguous:
+        data = np.array(data, dtype=np.uint8, copy=True)  # Ray's buffers are read-only
+    flat = torch.from_numpy(data.reshape(-1))
     if "span" in w:  # a view over a storage span: the same strides, the same aliasing
         return torch.empty(0, dtype=dtype).set_(flat.view(dtype).untyped_storage(), 0, w["shape"], w["stride"])
     dense = flat.view(dtype).reshape(w["shape"])
@@ -233,11 +237,12 @@ class Variant:
         }
 
     @classmethod
-    def from_payload(cls, payload: dict) -> Variant:
+    def from_payload(cls, payload: dict, copy: bool = True) -> Variant:
+        """The variant a payload describes; ``copy=False`` views the payload's own buffers."""
         if payload.get("version") != PAYLOAD_VERSION:
             raise IRError(f"payload version {payload.get('version')} is not {PAYLOAD_VERSION}")
-        tensors = {name: (tensor_from_wire(w), bool(w.get("param"))) for name, w in payload["tensors"].items()}
-        inputs = tuple(tensor_from_wire(w) for w in payload["inputs"])
+        tensors = {name: (tensor_from_wire(w, copy), bool(w.get("param"))) for name, w in payload["tensors"].items()}
+        inputs = tuple(tensor_from_wire(w, copy) for w in payload["inputs"])
         return cls.from_parts(payload["graph"], tensors, inputs, payload["output_names"])
 
     @classmethod

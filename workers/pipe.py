@@ -17,6 +17,7 @@ import tempfile
 from multiprocessing.connection import Connection
 
 SPILL_BYTES = 1 << 20  # buffers at least this large in all go through shared memory
+ALIGN = 64  # each buffer starts on a cache line in the file, so tensors viewing it are aligned
 _SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 _names = itertools.count()
 
@@ -69,6 +70,9 @@ def _spill(raws: list) -> str:
     try:
         for raw in raws:
             _write_all(fd, raw)
+            pad = -raw.nbytes % ALIGN
+            if pad:
+                os.write(fd, bytes(pad))
     except BaseException:
         discard(path)
         raise
@@ -81,13 +85,13 @@ def _mapped(path: str, sizes: list[int]) -> list:
     """Copy-on-write views of the file's buffers; the file is gone once mapped."""
     try:
         with open(path, "rb") as f:
-            m = mmap.mmap(f.fileno(), sum(sizes), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         discard(path)
     view, out, offset = memoryview(m), [], 0
     for n in sizes:
         out.append(view[offset:offset + n])
-        offset += n
+        offset += n + (-n % ALIGN)
     return out
 
 
