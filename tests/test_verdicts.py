@@ -159,3 +159,10 @@ def test_top1_agreement_tolerates_reference_near_ties():
     tgt = torch.tensor([[1.0 + 2e-7, 1.0, 0.0], [0.0, 3.0, 1.0]])
     got = task_agreement("class_logits", [tgt], [ref], ["logits"], band=3e-7)
     assert got["task_metric"] == "top1" and got["task_agree"] == 0.5 and got["top5_agree"] == 1.0
+
+
+def test_identical_logits_agree_even_when_they_hold_nan():
+    ref = torch.full((2, 100), float("nan"))  # argmax says 0, topk puts other NaNs first
+    ref[1, ::2] = torch.arange(50.0)
+    got = task_agreement("class_logits", [ref.clone()], [ref], ["logits"])
+    assert got["task_agree"] == 1.0 and got["top5_agree"] == 1.0

@@ -84,13 +84,15 @@ def detection_agreement(target: dict, reference: dict, adapter: bool) -> float:
 
 def _topk_agreement(t: torch.Tensor, r: torch.Tensor, band: float) -> tuple[float, float]:
     """Share of rows whose top-1 agrees (a near-tie in the reference, within ``band``, counts as
-    agreement: either class is right), and whose top-1 lies in the reference's top 5."""
+    agreement: either class is right), and whose top-1 lies in the reference's top 5. A row equal
+    to the reference's, NaN for NaN, agrees: argmax and topk order NaNs differently."""
     t, r = t.reshape(-1, t.shape[-1]).double(), r.reshape(-1, r.shape[-1]).double()
+    same = ((t == r) | (t.isnan() & r.isnan())).all(-1)
     t1 = t.argmax(-1)
     top = r.topk(min(5, r.shape[-1]), -1)
     tied = (r.gather(-1, t1[:, None])[:, 0] >= top.values[:, 0] - band)
-    top1 = ((t1 == top.indices[:, 0]) | tied).double().mean().item()
-    top5 = (top.indices == t1[:, None]).any(-1).double().mean().item()
+    top1 = ((t1 == top.indices[:, 0]) | tied | same).double().mean().item()
+    top5 = ((top.indices == t1[:, None]).any(-1) | same).double().mean().item()
     return top1, top5
 
 
