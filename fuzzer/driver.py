@@ -28,6 +28,7 @@ from .mutators import resolve_mutators
 from .mutators.injection import POOL
 from .plan import SeedWork, plan, seed_failure_id, select_seeds
 from .progress import Progress
+from .session import SessionStats
 from .records import catalog_row, cluster_key, run_record, seed_failure_record
 
 log = logging.getLogger("gapfuzz.fuzzer")
@@ -59,7 +60,7 @@ class Driver:
                               key=lambda d: (d != self.home, d))
         self.show_progress = progress
         self.started_ray = False
-        self.stats: dict = {"builds": [], "workers": []}
+        self.stats = SessionStats(self.run_dir)
 
     # ------------------------------------------------------------------ setup
     def check_available(self) -> None:
@@ -189,7 +190,7 @@ class Driver:
             self.progress.status[r.status] += 1
         t0 = time.perf_counter()
         self.buffer.add(recs)
-        self.stats["write_s"] = self.stats.get("write_s", 0.0) + time.perf_counter() - t0
+        self.stats["write_s"] += time.perf_counter() - t0
         targets = [(r.backend, r.status, cluster_key(r)) for r in recs
                    if r.backend not in (self.ref_name, self.oracle_name)]
         if targets:
@@ -227,7 +228,7 @@ class Driver:
             self.buffer.flush()
             self._write_catalog()
             self.progress.close()
-            self._finish(time.monotonic() - t0)
+            self._finish()
 
     def _loop(self, builds: deque) -> None:
         ready: deque[VariantWork] = deque()
@@ -258,6 +259,7 @@ class Driver:
                     self._next_pool(item, ready)
             self.progress.context = f"seeds {self.seeds_done}/{self.seeds_total}  variants {self.variants_done}"
             self.progress.update()
+            self.stats.poll(self._actors())
 
     def _next_pool(self, vw: VariantWork, ready: deque) -> None:
         vw.devices.popleft()
@@ -294,19 +296,15 @@ class Driver:
         self.load.pop(actor, None)
         self.load[fresh] = 0
 
-    def _finish(self, wall_s: float) -> None:
-        workers = []
-        for actors in getattr(self, "pools", {}).values():
-            for a in actors:
-                try:
-                    workers.append(ray.get(a.stats.remote(), timeout=10))
-                    ray.get(a.shutdown.remote(), timeout=30)
-                except ray.exceptions.RayError:
-                    pass
-        self.stats["workers"] = workers
-        self.stats["wall_s"] = wall_s
-        (self.run_dir / "stats").mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        (self.run_dir / "stats" / f"session-{stamp}.json").write_text(json.dumps(self.stats, indent=1, default=str))
+    def _actors(self) -> list:
+        return [a for actors in getattr(self, "pools", {}).values() for a in actors]
+
+    def _finish(self) -> None:
+        self.stats.finish(self._actors())
+        for a in self._actors():
+            try:
+                ray.get(a.shutdown.remote(), timeout=30)
+            except ray.exceptions.RayError:
+                pass
         if self.started_ray:
             ray.shutdown()

@@ -1,6 +1,7 @@
 """A real campaign on an embedded Ray: one record per (variant, backend), even across kill -9."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -54,6 +55,8 @@ def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_camp
     target = df[df["backend"] == "eager-copy@cpu"]
     assert (target["verdict"] == "agree").all() and (target["max_abs_err"] == 0).all()
     assert (tmp_path / "run" / "campaign.yaml").exists()
+    stats = json.loads(next((tmp_path / "run" / "stats").glob("session-*.json")).read_text())
+    assert stats["builds"] and stats["workers"] and all(w["busy_s"] > 0 for w in stats["workers"])
     triage = gapfuzz("triage", tmp_path / "run")
     assert triage.returncode == 0 and "nothing to triage" in triage.stdout
     again = gapfuzz("run", path, "--out", tmp_path / "run", cwd=tmp_path)
@@ -78,6 +81,7 @@ def test_kill_minus_9_then_resume_records_each_pair_exactly_once(tmp_path, write
     _stop_ray_session_of(started)
     partial = len(_records(run_dir))
     assert 0 < partial < VARIANTS * BACKENDS
+    assert list(run_dir.glob("stats/session-*.json")), "the killed session left no figures"
 
     resumed = gapfuzz("run", path, "--out", run_dir, "--resume", "--quiet", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr

@@ -1,0 +1,67 @@
+"""A campaign session's own figures (builds, worker busy time, start-up, writing), kept in
+``runs/<name>/stats/session-<stamp>.json``: rewritten every minute and at the end, so that a
+campaign that is killed keeps them up to its last minute."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import ray
+
+EVERY_S = 60.0
+
+
+class SessionStats:
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / "stats" / f"session-{time.strftime('%Y%m%dT%H%M%S')}.json"
+        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0}
+        self.t0 = time.monotonic()
+        self.workers: dict[str, dict] = {}
+        self.pending: dict = {}  # stats ObjectRef -> actor, answered after the actor's queued runs
+        self.written = 0.0
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __setitem__(self, key, value):
+        self.data[key] = value
+
+    def poll(self, actors) -> None:
+        """Collect answered worker stats, ask again, and rewrite the file, at most once a minute."""
+        if self.pending:
+            done, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
+            for ref in done:
+                self._take(ref)
+        if time.monotonic() - self.written < EVERY_S:
+            return
+        asked = set(self.pending.values())
+        for a in actors:
+            if a not in asked:
+                self.pending[a.stats.remote()] = a
+        self.write()
+
+    def finish(self, actors) -> None:
+        for a in actors:
+            try:
+                self.workers[str(a)] = ray.get(a.stats.remote(), timeout=10)
+            except ray.exceptions.RayError:
+                pass
+        self.write()
+
+    def _take(self, ref) -> None:
+        actor = self.pending.pop(ref)
+        try:
+            self.workers[str(actor)] = ray.get(ref)
+        except ray.exceptions.RayError:  # the worker died; its last answer stays
+            pass
+
+    def write(self) -> None:
+        self.data["wall_s"] = time.monotonic() - self.t0
+        self.data["workers"] = list(self.workers.values())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        os.replace(tmp, self.path)  # a reader never sees half a file
+        self.written = time.monotonic()
