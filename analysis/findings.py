@@ -100,7 +100,9 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     busy = sum(w.get("busy_s", 0) for s in sessions for w in s.get("workers", []))
     alive = sum(w.get("alive_s", 0) for s in sessions for w in s.get("workers", []))
     wall = sum(s.get("wall_s", 0) for s in sessions)
-    df = run.records(["backend", "prepare_s", "run_s", "align_s", "variant_id"])
+    df = run.records(["backend", "prepare_s", "run_s", "align_s", "variant_id", "worker_s"])
+    if not busy:  # no session figures (killed before they were kept): the runs' own wall times
+        busy = float(pd.to_numeric(df["worker_s"], errors="coerce").sum())
     capture = sum(b.get("capture_s") or 0 for b in builds)
     mutation = sum((b.get("build_s") or 0) - (b.get("capture_s") or 0) for b in builds)
     rows = [("capture (torch.export)", capture), ("mutation and validation", mutation)]
@@ -116,6 +118,7 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     table["share of worker time"] = table["seconds"] / busy if busy else np.nan
     writes = sum(s.get("write_s", 0) for s in sessions)
     figures = {"sessions": len(sessions), "wall_h": wall / 3600, "variants": df["variant_id"].nunique(),
+               "busy_s": busy,
                "per_hour": df["variant_id"].nunique() / (wall / 3600) if wall else float("nan"),
                "utilisation": busy / alive if alive else float("nan"), "write_s": writes}
     return table, figures
@@ -172,8 +175,12 @@ def render(run: Run, annotations: dict, repro_root: Path, command: str) -> str:
                  "`ok`: every run of that operator completed; `FAIL`: none did; a share otherwise.", "",
                  markdown_table(support_matrix(run)), "",
                  "## The campaign's own performance", "",
-                 f"{fig['variants']} variants in {fig['wall_h']:.2f} h of wall time over {fig['sessions']} session(s): "
-                 f"{fig['per_hour']:.0f} variants an hour; workers busy {fig['utilisation']:.0%} of the time they "
-                 f"were up; writing records took {fig['write_s']:.1f} s in the driver.", "",
+                 (f"{fig['variants']} variants in {fig['wall_h']:.2f} h of wall time over {fig['sessions']} "
+                  f"session(s): {fig['per_hour']:.0f} variants an hour; workers busy {fig['utilisation']:.0%} of the "
+                  f"time they were up; writing records took {fig['write_s']:.1f} s in the driver."
+                  if fig["sessions"] else
+                  f"{fig['variants']} variants; no session figures in this folder (its sessions were stopped before "
+                  f"they were kept), so the shares below are of the runs' own worker time ({fig['busy_s']:.0f} s) "
+                  "and the build rows are empty."), "",
                  markdown_table(perf, _pct), ""]
     return "\n".join(sections)
