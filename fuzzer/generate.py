@@ -118,11 +118,7 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tu
     except Exception as e:  # noqa: BLE001 - a seed that does not build is a record
         raise CaptureError("build", describe(e)["message"]) from e
     info = built.info.to_dict()
-    try:
-        cap = capture(built, max_params)
-    except CaptureError as e:
-        e.info = info
-        raise
+    cap = capture(built, max_params)
     if cache:
         cache.put(seed_id, info, cap)
     return info, cap
@@ -137,7 +133,7 @@ def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_se
     except CaptureError as e:
         if e.stage == "build":
             return _failure(seed_id, "build", e.__cause__ or e)
-        return {**_failure(seed_id, e.stage, e, getattr(e, "info", None)), "error_type": type(e.__cause__ or e).__name__}
+        return {**_failure(seed_id, e.stage, e, e.info), "error_type": type(e.__cause__ or e).__name__}
     base = cap.variant
     try:
         base_eval = evaluate(base)

@@ -54,8 +54,8 @@ def run_one(workers: int, out: Path, per_seed: int, repeats: int, cold: bool) ->
     builds = sum(b["build_s"] or 0 for b in stats["builds"])
     n = df["variant_id"].nunique()
     return {"workers": workers, "variants": n, "runs": len(df), "wall_s": wall, "start_s": stats["start_s"],
-            "per_min": 60 * n / wall, "steady_per_min": 60 * n / (wall - stats["start_s"]), "busy_s": busy, "backend_s": backend,
-            "build_s": builds, "other_s": busy - backend - builds, "local": local}
+            "per_min": 60 * n / wall, "steady_per_min": 60 * n / (wall - stats["start_s"]), "busy_s": busy,
+            "backend_s": backend, "build_s": builds, "other_s": busy - backend - builds, "local": local}
 
 
 def main() -> int:

@@ -26,11 +26,17 @@ _DROP = {torch.ops.aten._assert_tensor_metadata.default, torch.ops.aten._assert_
 
 
 class CaptureError(RuntimeError):
-    """A seed that could not be captured; ``stage`` is build, budget or capture."""
+    """A seed that could not be captured; ``stage`` is build, budget or capture; ``info`` the
+    seed's facts when it was built."""
 
-    def __init__(self, stage: str, message: str):
+    def __init__(self, stage: str, message: str, info: dict | None = None):
         super().__init__(message)
-        self.stage = stage
+        self.stage, self.info = stage, info
+
+
+def check_budget(params: int, max_params: int | None, info: dict | None = None) -> None:
+    if max_params is not None and params > max_params:
+        raise CaptureError("budget", f"{params:,} parameters exceed the cap of {max_params:,}", info)
 
 
 @dataclass
@@ -96,8 +102,7 @@ def unlift(ep: torch.export.ExportedProgram, user_values: list) -> fx.GraphModul
 
 def capture(seed: BuiltSeed, max_params: int | None = None) -> Captured:
     params = seed.info.params if seed.info.params is not None else count_params(seed.model)
-    if max_params is not None and params > max_params:
-        raise CaptureError("budget", f"{params:,} parameters exceed the cap of {max_params:,}")
+    check_budget(params, max_params, seed.info.to_dict())
     for p in seed.model.parameters():
         p.requires_grad_(False)
     t0 = time.perf_counter()
@@ -107,7 +112,7 @@ def capture(seed: BuiltSeed, max_params: int | None = None) -> Captured:
         flat = fx_pytree.tree_flatten_spec((seed.args, seed.kwargs or {}), ep.call_spec.in_spec)
         gm = unlift(ep, flat)
     except Exception as e:  # noqa: BLE001 - any export failure is data, recorded with its type
-        raise CaptureError("capture", f"{type(e).__name__}: {e}") from e
+        raise CaptureError("capture", f"{type(e).__name__}: {e}", seed.info.to_dict()) from e
     inputs = tuple(t for t in flat if isinstance(t, torch.Tensor))
     variant = Variant(gm, inputs, output_names(ep.call_spec.out_spec))
     return Captured(variant, params, time.perf_counter() - t0)

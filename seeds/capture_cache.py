@@ -20,7 +20,7 @@ import torch
 
 from workers.ir import Variant
 
-from .capture import Captured, CaptureError
+from .capture import Captured, check_budget
 from .spec import cache_dir
 
 FORMAT = 1
@@ -50,21 +50,17 @@ class CaptureCache:
         return self.root / f"{key}.pt"
 
     def get(self, seed_id: str, max_params: int | None) -> tuple[dict, Captured] | None:
-        """The seed's facts and capture, or None; CaptureError('budget') as a fresh capture would."""
+        """The seed's facts and capture, or None; raises CaptureError('budget') as a fresh capture would."""
         path = self.path(seed_id)
         try:
             entry = torch.load(path, weights_only=True)
-        except FileNotFoundError:
-            return None
-        except Exception:  # noqa: BLE001 - a torn or foreign file is a miss, and is replaced
+        except Exception:  # noqa: BLE001 - absent, torn or foreign: a miss, and replaced
             return None
         if entry.get("seed_id") != seed_id:
             return None
-        if max_params is not None and entry["params"] > max_params:
-            e = CaptureError("budget", f"{entry['params']:,} parameters exceed the cap of {max_params:,}")
-            e.info = entry["info"]
-            raise e
-        tensors = {n: (t, n in entry["param_names"]) for n, t in entry["tensors"].items()}
+        check_budget(entry["params"], max_params, entry["info"])
+        params = set(entry["param_names"])
+        tensors = {n: (t, n in params) for n, t in entry["tensors"].items()}
         variant = Variant.from_parts(entry["graph"], tensors, tuple(entry["inputs"]), entry["output_names"])
         return entry["info"], Captured(variant, entry["params"], entry["capture_s"])
 

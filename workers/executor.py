@@ -238,8 +238,9 @@ class Executor:
         if keep_key and isinstance(reply, dict):
             for item in reply.get("variants", []):
                 self.kept[item["variant_id"]] = item[keep_key]
-            while sum(map(payload_bytes, self.kept.values())) > KEEP_BYTES:
-                self.kept.pop(next(iter(self.kept)))
+            kept_bytes = sum(map(payload_bytes, self.kept.values()))
+            while kept_bytes > KEEP_BYTES:
+                kept_bytes -= payload_bytes(self.kept.pop(next(iter(self.kept))))
         return reply
 
     def ping(self) -> int:
