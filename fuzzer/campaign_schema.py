@@ -70,7 +70,8 @@ SCHEMA = {
             "multiplier": {"type": "number", "exclusiveMinimum": 0},
             "far": {"type": "number", "exclusiveMinimum": 0},
             "detection_adapter": {"type": "boolean"},
-            "align": {"type": "boolean"}}},
+            "align": {"type": "boolean"},
+            "align_scope": {"enum": ["seed", "run"]}}},
         "ray": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": ["string", "null"]},
             "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
@@ -89,7 +90,8 @@ DEFAULTS = {
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
-                "detection_adapter": True, "align": True},
+                "detection_adapter": True, "align": True,
+                "align_scope": "seed"},
     "ray": {"address": None, "num_cpus": None},
 }
 

@@ -30,6 +30,15 @@ DISCONTINUOUS = {
 GROWTH_POINTS = 48
 
 
+def align_key(backend: str, figures: dict) -> str:
+    """What makes two divergent runs of one seed's variants the same case for tier 2: the target,
+    the tier-1 symptom, the output dtype and the decade of the error. Locating it once per seed
+    (``compare.align_scope: seed``) keeps bisection, a dozen compiles a run, from dominating a study."""
+    r = figures.get("tol_ratio") or 0.0
+    decade = "<1" if not r or r < 1 else ("inf" if math.isinf(r) else str(min(6, int(math.log10(r)))))
+    return f"{backend}|{figures.get('symptom')}|{figures.get('output_dtype')}|{decade}"
+
+
 def is_discontinuous(node, value, inputs: list) -> bool:
     """A step function of its inputs: rounding, comparison, selection, or a float-to-integer cast."""
     if node.target in DISCONTINUOUS:

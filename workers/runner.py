@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from . import compare as cmp
 from . import task
+from .align import align_key
 from .ir import tensor_from_wire
 from .outcome import RunOutcome
 from .registry import BackendSpec
@@ -31,7 +32,8 @@ class JobSettings:
     output_kind: str = "tensor"  # the seed's, for tier 3
     output_names: list = field(default_factory=list)
     detection_adapter: bool = True  # canonical candidate order before comparing and before NMS
-    align: bool = True  # tier 2 for every target-divergent run
+    align: bool = True  # tier 2 for target-divergent runs
+    located: dict = field(default_factory=dict)  # align_key -> where another variant of the seed was located
 
     @classmethod
     def from_dict(cls, d: dict) -> JobSettings:
@@ -140,6 +142,10 @@ def run_variant(sandbox: Sandbox, variant_id: str, payload: dict | None, specs: 
         if o.status == "ok" and o.backend != s.reference:
             judge(o, job.outputs[o.backend])
             if o.figures.get("verdict") == "target-divergent" and s.align:
+                known = s.located.get(align_key(o.backend, o.figures))
+                if known:
+                    o.figures["align_error"] = f"not run: {known}"
+                    continue
                 t1 = time.perf_counter()
                 o.figures.update(job.align(BackendSpec(**d), s), align_s=time.perf_counter() - t1)
                 if o.figures.get("amplified"):
