@@ -58,6 +58,17 @@ def _merge(defaults: dict, given: dict) -> dict:
     return out
 
 
+def first_difference(a, b, where: str = "") -> str | None:
+    """The first dotted key at which two resolved configs differ, None when they are the same."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            found = first_difference(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+        return None
+    return None if a == b else (where or "(the whole file)")
+
+
 def _as_list(v) -> list:
     return [v] if isinstance(v, str) else list(v or [])
 

@@ -26,10 +26,11 @@ def _records(run_dir: str):
 
 
 def cmd_run(args) -> int:
+    import yaml
+
     from analysis.triage import render_summary
 
-    from .campaign import CampaignError, load_campaign
-
+    from .campaign import CampaignError, first_difference, from_dict, load_campaign
     from .plan import select_seeds
 
     campaign = load_campaign(args.campaign)
@@ -41,8 +42,10 @@ def cmd_run(args) -> int:
         if not args.resume:
             raise UserError(f"{run_dir} already holds a campaign: add --resume to continue it, "
                             f"or --out DIR to write elsewhere")
-        if stored.read_text() != resolved:
-            raise CampaignError(f"{campaign.source}: differs from the campaign in {stored}; "
+        # resolved again, so that keys added to gapfuzz since the run began take their defaults
+        key = first_difference(from_dict(yaml.safe_load(stored.read_text()), str(stored)).config, campaign.config)
+        if key:
+            raise CampaignError(f"{campaign.source}: {key} differs from the campaign in {stored}; "
                                 f"resume with that file or use --out DIR")
     from .driver import Driver
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from fuzzer.campaign import CampaignError, from_dict, load_campaign
+from fuzzer.campaign import CampaignError, first_difference, from_dict, load_campaign
 from fuzzer.plan import select_seeds
 
 from .conftest import gapfuzz
@@ -85,3 +86,18 @@ def test_unavailable_targets_are_an_error_unless_skipped(tmp_path):
     only_cuda = {**BASE, "backends": {"targets": ["eager@cuda"], "skip_unavailable": True}}
     with pytest.raises(CampaignError, match="no target backend is available"):
         Driver(from_dict(only_cuda, "c.yaml"), tmp_path).check_available()
+
+
+def test_resume_accepts_keys_added_since_and_names_a_changed_one(tmp_path, write_campaign):
+    text = ("name: r\nseeds: [{source: timm, include: [test_resnet]}]\nvariants: {per_seed: 2}\n"
+            "backends: {targets: [eager@cpu]}\n")
+    older = yaml.safe_load(load_campaign(write_campaign(text)).to_yaml())
+    del older["compare"]["align_scope"]  # written before that key existed
+    assert first_difference(from_dict(older).config, load_campaign(write_campaign(text)).config) is None
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "campaign.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
+    changed = write_campaign(text.replace("per_seed: 2", "per_seed: 3"))
+    proc = gapfuzz("run", changed, "--out", run, "--resume", cwd=tmp_path)
+    assert proc.returncode == 2 and "variants.per_seed differs from the campaign in" in proc.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["campaign.yaml"]
