@@ -79,7 +79,8 @@ def evaluate(variant: Variant, parent: Evaluation | None = None) -> Evaluation:
             elif n.op != "placeholder":
                 raise RuntimeError(f"unsupported node {n.format_node()}")
             env[n] = value
-            _record_meta(n, value)
+            if not (reusable and "tensor_meta" in n.meta):  # a copied node keeps its parent's, still true
+                _record_meta(n, value)
             total += _tensor_bytes(value)
             keep = keep and total <= MAX_CACHE_BYTES
             if keep:
