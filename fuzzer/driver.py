@@ -282,14 +282,17 @@ class Driver:
             progress = False
             for vw in list(ready):
                 actor = self._idle(vw.devices[0], vw.builder)
+                if actor is not None and actor is not vw.builder and builds and vw.builder in self.load and \
+                        vw.devices[0] == BUILD_DEVICE:
+                    continue  # its builder runs it with no transfer; a free worker builds the next seed
                 if actor is not None:
                     ready.remove(vw)
                     inflight[self.submit_run(actor, vw, vw.devices[0])] = ("run", vw, actor, vw.devices[0])
                     self.load[actor] += 1
                     progress = True
             actor = self._idle(BUILD_DEVICE)
-            waiting = sum(1 for vw in ready if vw.devices[0] == BUILD_DEVICE)
-            if builds and actor is not None and waiting < len(self.pools[BUILD_DEVICE]):
+            waiting = sum(1 for vw in ready if vw.devices[0] == BUILD_DEVICE and vw.builder is actor)
+            if builds and actor is not None and not waiting:
                 work = builds.popleft()
                 inflight[self.submit_build(actor, work)] = ("build", work, actor, BUILD_DEVICE)
                 self.load[actor] += 1
