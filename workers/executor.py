@@ -247,6 +247,17 @@ class Executor:
         return os.getpid()
 
 
+def _warm() -> None:
+    """Imports that every variant's first run would otherwise make (Dynamo, which the cleanup
+    between runs resets, and with it sympy for FX metadata: ~1.5 s), made while the worker starts,
+    so that they are start-up time and not a variant's."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    gc.collect()
+    gc.freeze()
+
+
 def serve(rfd: int, wfd: int) -> None:
     _die_with_parent()
     threads = int(os.environ.get("GAPFUZZ_THREADS", "0"))
@@ -254,6 +265,7 @@ def serve(rfd: int, wfd: int) -> None:
 
     if threads > 0:
         torch.set_num_threads(threads)
+    _warm()
     inbox, outbox = Connection(rfd, writable=False), Connection(wfd, readable=False)
     ex = Executor()
     pipe.send(outbox, ("ready", os.getpid()))  # imports done: timeouts start now
