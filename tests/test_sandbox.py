@@ -1,6 +1,8 @@
 """A sandbox turns every way a process can die into a Fault, and comes back for the next request."""
 from __future__ import annotations
 
+import multiprocessing
+import os
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +60,26 @@ def test_large_buffers_cross_both_ways_writable_and_leave_no_file(sandbox):
     back["big"][0] = -1.0
     assert big[0] == 0.0
     assert _spill_files() == before
+
+
+def test_a_region_sent_twice_is_written_once_and_arrives_intact(monkeypatch):
+    """A seed's variants share their unchanged weights: a build reply holds each region once."""
+    shared = np.random.default_rng(0).random(pipe.SPILL_BYTES // 8)  # 1 MiB
+    other = np.arange(shared.size, dtype=np.float64)
+    sizes = []
+    real_spill = pipe._spill
+
+    def spill(raws):
+        path, offsets = real_spill(raws)
+        sizes.append(os.path.getsize(path))
+        return path, offsets
+
+    monkeypatch.setattr(pipe, "_spill", spill)
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    pipe.send(writer, [shared, shared[:], other, shared])  # the same bytes through three arrays
+    back = pipe.recv(reader)
+    assert sizes == [2 * shared.nbytes]
+    assert all(np.array_equal(b, a) for b, a in zip(back, [shared, shared, other, shared]))
 
 
 def test_a_large_request_to_a_process_that_dies_leaves_no_file(sandbox):

@@ -16,6 +16,8 @@ import pickle
 import tempfile
 from multiprocessing.connection import Connection
 
+import numpy as np
+
 SPILL_BYTES = 1 << 20  # buffers at least this large in all go through shared memory
 ALIGN = 64  # each buffer starts on a cache line in the file, so tensors viewing it are aligned
 _SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
@@ -37,8 +39,8 @@ def send_encoded(conn: Connection, message: tuple[bytes, list]) -> str | None:
     """Send; the path of the shared-memory file the buffers went through, if any."""
     head, raws = message
     sizes = [r.nbytes for r in raws]
-    path = _spill(raws) if sum(sizes) >= SPILL_BYTES else None
-    conn.send_bytes(pickle.dumps((sizes, path, head), protocol=5))
+    path, offsets = _spill(raws) if sum(sizes) >= SPILL_BYTES else (None, None)
+    conn.send_bytes(pickle.dumps((sizes, offsets, path, head), protocol=5))
     if path is None:
         for raw in raws:
             _write_all(conn.fileno(), raw)
@@ -46,8 +48,9 @@ def send_encoded(conn: Connection, message: tuple[bytes, list]) -> str | None:
 
 
 def recv(conn: Connection):
-    sizes, path, head = pickle.loads(conn.recv_bytes())
-    return pickle.loads(head, buffers=_mapped(path, sizes) if path else [_read(conn.fileno(), n) for n in sizes])
+    sizes, offsets, path, head = pickle.loads(conn.recv_bytes())
+    return pickle.loads(head, buffers=_mapped(path, sizes, offsets) if path else
+                        [_read(conn.fileno(), n) for n in sizes])
 
 
 def discard(path: str | None) -> None:
@@ -64,35 +67,41 @@ def _write_all(fd: int, raw: memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-def _spill(raws: list) -> str:
+def _spill(raws: list) -> tuple[str, list[int]]:
+    """The file and each buffer's offset in it. A memory region that several buffers are (the
+    unchanged weights that a seed's variants share) is written once: they arrive as one."""
     path = os.path.join(_SHM, f"gapfuzz-{os.getpid()}-{next(_names)}")
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    written: dict[tuple[int, int], int] = {}
+    offsets, end = [], 0
     try:
         for raw in raws:
-            _write_all(fd, raw)
-            pad = -raw.nbytes % ALIGN
-            if pad:
-                os.write(fd, bytes(pad))
+            key = (np.asarray(raw).__array_interface__["data"][0], raw.nbytes)
+            if key not in written:
+                written[key] = end
+                _write_all(fd, raw)
+                pad = -raw.nbytes % ALIGN
+                if pad:
+                    os.write(fd, bytes(pad))
+                end += raw.nbytes + pad
+            offsets.append(written[key])
     except BaseException:
         discard(path)
         raise
     finally:
         os.close(fd)
-    return path
+    return path, offsets
 
 
-def _mapped(path: str, sizes: list[int]) -> list:
+def _mapped(path: str, sizes: list[int], offsets: list[int]) -> list:
     """Copy-on-write views of the file's buffers; the file is gone once mapped."""
     try:
         with open(path, "rb") as f:
             m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         discard(path)
-    view, out, offset = memoryview(m), [], 0
-    for n in sizes:
-        out.append(view[offset:offset + n])
-        offset += n + (-n % ALIGN)
-    return out
+    view = memoryview(m)
+    return [view[o:o + n] for o, n in zip(offsets, sizes)]
 
 
 def _read(fd: int, size: int) -> bytearray:
