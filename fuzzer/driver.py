@@ -19,7 +19,7 @@ import ray
 
 from analysis.catalog import Catalog
 from analysis.store import RecordBuffer, RecordStore
-from workers.align import align_key
+from workers.align import AlignLedger
 from workers.pool import PoolSettings, start_pool
 from workers.registry import unavailable_reason
 
@@ -62,7 +62,7 @@ class Driver:
         self.show_progress = progress
         self.started_ray = False
         self.stats = SessionStats(self.run_dir)
-        self.located: dict[str, dict[str, str]] = {}  # seed -> align_key -> "variant at op", for align_scope seed
+        self.ledger = None  # the campaign's AlignLedger actor, for compare.align_scope: seed
 
     # ------------------------------------------------------------------ setup
     def check_available(self) -> None:
@@ -94,6 +94,8 @@ class Driver:
 
     def start_pools(self) -> None:
         self.pools, self.load = {}, {}
+        if self.c.config["compare"]["align_scope"] == "seed":
+            self.ledger = ray.remote(num_cpus=0)(AlignLedger).remote()
         for device in self.devices:
             cfg = self.c.pool(device)
             settings = PoolSettings(device=device, workers=cfg["workers"], cpus_per_worker=cfg["cpus_per_worker"],
@@ -127,7 +129,7 @@ class Driver:
                 "output_kind": (vw.seed or {}).get("output_kind", "tensor"),
                 "output_names": vw.meta.get("output_names", []),
                 "detection_adapter": cmp_cfg["detection_adapter"], "align": cmp_cfg["align"],
-                "located": dict(self.located.get(vw.seed_id, {})) if cmp_cfg["align_scope"] == "seed" else {}}
+                "ledger": self.ledger}
 
     def submit_build(self, actor, work: SeedWork):
         v = self.c.config["variants"]
@@ -191,11 +193,6 @@ class Driver:
                 if o["backend"] in vw.missing]
         for r in recs:
             self.progress.status[r.status] += 1
-            if r.first_div_op:
-                key = align_key(r.backend, {"symptom": r.symptom, "output_dtype": r.output_dtype,
-                                            "tol_ratio": r.tol_ratio})
-                where = f"located on {r.variant_id} at {r.first_div_op}"
-                self.located.setdefault(vw.seed_id, {}).setdefault(key, where)
         t0 = time.perf_counter()
         self.buffer.add(recs)
         self.stats["write_s"] += time.perf_counter() - t0

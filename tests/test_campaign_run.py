@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workers.align import align_key
+from workers.align import align_case
 
 from .conftest import gapfuzz
 
@@ -93,24 +93,25 @@ def test_kill_minus_9_then_resume_records_each_pair_exactly_once(tmp_path, write
 
 
 def test_tier_2_locates_a_case_once_per_seed(tmp_path, write_campaign):
-    """Bisection is a dozen compiles a run: a later variant of the seed that diverges the same way
-    (target, symptom, dtype, error decade) names the located one instead of locating again."""
+    """Bisection is a dozen compiles a run: a variant of the seed that diverges the same way (target,
+    symptom, dtype, error decade) as one located or being located names it, even on another worker."""
     path = write_campaign("""
 name: located
 seeds: [{source: timm, include: [test_vit]}]
 variants: {per_seed: 4, mutations: 1}
 backends: {targets: [{class: "tests.numeric_backends:MiscomputeOp", device: cpu}]}
-pools: {cpu: {workers: 1}}
+pools: {cpu: {workers: 2}}
 run: {repeats: 1}
 """)
     proc = gapfuzz("run", path, "--out", tmp_path / "run", "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     df = _records(tmp_path / "run")
     div = df[(df["backend"] == "miscompute@cpu") & (df["verdict"] == "target-divergent")]
-    keys = {r.variant_id: align_key(r.backend, r._asdict()) for r in div.itertuples()}
+    keys = {r.variant_id: align_case(r.variant_id, r.backend, r._asdict()) for r in div.itertuples()}
     located = div[div["first_div_op"].notna()]
-    skipped = div[div["align_error"].fillna("").str.startswith("not run: located on ")]
+    skipped = div[div["align_error"].fillna("").str.match(r"not run: (being )?located on ")]
     assert len(located) + len(skipped) == len(div) and len(skipped) >= 1
+    assert len(set(keys[v] for v in located["variant_id"])) == len(located)  # each case located once
     for r in skipped.itertuples():
-        vid = r.align_error.removeprefix("not run: located on ").split(" at ")[0]
+        vid = r.align_error.split(" located on ")[1].split(" at ")[0]
         assert vid in set(located["variant_id"]) and keys[vid] == keys[r.variant_id]

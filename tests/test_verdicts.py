@@ -9,7 +9,7 @@ import torch
 
 from seeds.capture import capture
 from seeds.spec import BuiltSeed, SeedInfo
-from workers.align import align_key
+from workers.align import AlignLedger
 from workers.compare import Settings, attribute, compare
 from workers.registry import parse_backend
 from workers.runner import run_variant
@@ -114,17 +114,27 @@ def test_a_node_rounded_to_bfloat16_is_blamed_and_located(sandbox):
     assert out.figures["align_prepares"] <= math.log2(len(nodes)) + 2
 
 
-def test_a_case_already_located_on_the_seed_is_not_located_again(sandbox):
+def test_a_case_is_located_once_and_named_by_the_runs_after_it(sandbox):
     v = _variant(Small(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1)))
     chosen = next(n.name for n in v.gm.graph.nodes if n.name.startswith("tanh"))
     target = _plugin("RoundNodeToBf16", node=chosen)
-    first = _run(sandbox, v, target)
-    key = align_key(first.backend, first.figures)
-    again = _run(sandbox, v, target, located={key: f"located on v0 at {first.figures['first_div_op']}"})
+    ledger = AlignLedger()
+    first = _run(sandbox, v, target, ledger=ledger)
+    assert first.figures["first_div_node"] == chosen
+    again = _run(sandbox, v, target, ledger=ledger)
     assert again.figures["verdict"] == "target-divergent" and again.figures.get("first_div_node") is None
-    assert again.figures["align_error"] == "not run: located on v0 at aten.tanh.default"
-    other = _run(sandbox, v, target, located={"y" + key: "located on v0 at aten.tanh.default"})
-    assert other.figures["first_div_node"] == chosen  # another target's location does not count
+    assert again.figures["align_error"] == "not run: located on v at aten.tanh.default"
+    ledger.cases = {k.replace("round-bf16", "other"): w for k, w in ledger.cases.items()}
+    other = _run(sandbox, v, target, ledger=ledger)
+    assert other.figures["first_div_node"] == chosen  # another target's case does not count
+
+
+def test_a_failed_location_lets_the_next_run_of_the_case_try():
+    ledger = AlignLedger()
+    assert ledger.claim("s|b|numeric|float32|2", "s#0") is None
+    assert ledger.claim("s|b|numeric|float32|2", "s#1") == "being located on s#0"
+    ledger.settle("s|b|numeric|float32|2", "s#0", None)
+    assert ledger.claim("s|b|numeric|float32|2", "s#2") is None
 
 
 def test_agreeing_runs_are_not_aligned(sandbox):

@@ -30,13 +30,35 @@ DISCONTINUOUS = {
 GROWTH_POINTS = 48
 
 
-def align_key(backend: str, figures: dict) -> str:
-    """What makes two divergent runs of one seed's variants the same case for tier 2: the target,
-    the tier-1 symptom, the output dtype and the decade of the error. Locating it once per seed
-    (``compare.align_scope: seed``) keeps bisection, a dozen compiles a run, from dominating a study."""
+def align_case(variant_id: str, backend: str, figures: dict) -> str:
+    """What makes two divergent runs the same case for tier 2: the seed (the variant id up to
+    ``#``), the target, the tier-1 symptom, the output dtype and the decade of the error."""
     r = figures.get("tol_ratio") or 0.0
     decade = "<1" if not r or r < 1 else ("inf" if math.isinf(r) else str(min(6, int(math.log10(r)))))
-    return f"{backend}|{figures.get('symptom')}|{figures.get('output_dtype')}|{decade}"
+    seed = variant_id.rsplit("#", 1)[0]
+    return f"{seed}|{backend}|{figures.get('symptom')}|{figures.get('output_dtype')}|{decade}"
+
+
+class AlignLedger:
+    """Tier 2 once per case (``compare.align_scope: seed``): bisection is a dozen compiles a run,
+    and a seed's variants mostly diverge the same way. The first run to claim a case locates it;
+    the others name it. One per campaign, shared by every worker as a Ray actor."""
+
+    def __init__(self):
+        self.cases: dict[str, str] = {}
+
+    def claim(self, case: str, variant_id: str) -> str | None:
+        """None: locate it, then ``settle``. Otherwise where it is (being) located."""
+        if case in self.cases:
+            return self.cases[case]
+        self.cases[case] = f"being located on {variant_id}"
+        return None
+
+    def settle(self, case: str, variant_id: str, op: str | None) -> None:
+        if op:
+            self.cases[case] = f"located on {variant_id} at {op}"
+        else:  # tier 2 failed there: the next run of the case tries again
+            self.cases.pop(case, None)
 
 
 def is_discontinuous(node, value, inputs: list) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import compare as cmp
 from . import task
-from .align import align_key
+from .align import align_case
 from .ir import tensor_from_wire
 from .outcome import RunOutcome
 from .registry import BackendSpec
@@ -33,7 +33,7 @@ class JobSettings:
     output_names: list = field(default_factory=list)
     detection_adapter: bool = True  # canonical candidate order before comparing and before NMS
     align: bool = True  # tier 2 for target-divergent runs
-    located: dict = field(default_factory=dict)  # align_key -> where another variant of the seed was located
+    ledger: object = None  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run
 
     @classmethod
     def from_dict(cls, d: dict) -> JobSettings:
@@ -142,12 +142,15 @@ def run_variant(sandbox: Sandbox, variant_id: str, payload: dict | None, specs: 
         if o.status == "ok" and o.backend != s.reference:
             judge(o, job.outputs[o.backend])
             if o.figures.get("verdict") == "target-divergent" and s.align:
-                known = s.located.get(align_key(o.backend, o.figures))
+                case = align_case(variant_id, o.backend, o.figures)
+                known = _ask(s.ledger, "claim", case, variant_id) if s.ledger is not None else None
                 if known:
                     o.figures["align_error"] = f"not run: {known}"
                     continue
                 t1 = time.perf_counter()
                 o.figures.update(job.align(BackendSpec(**d), s), align_s=time.perf_counter() - t1)
+                if s.ledger is not None:
+                    _ask(s.ledger, "settle", case, variant_id, o.figures.get("first_div_op"))
                 if o.figures.get("amplified"):
                     o.figures["verdict"] = "amplified"
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
@@ -155,6 +158,16 @@ def run_variant(sandbox: Sandbox, variant_id: str, payload: dict | None, specs: 
         o.worker_s += share
     home = {k: v for k, v in job.outputs.items() if k in (s.reference, s.oracle)}
     return outcomes, home
+
+
+def _ask(ledger, method: str, *args):
+    """Call a ledger in this process, or the campaign's Ray actor."""
+    fn = getattr(ledger, method)
+    if hasattr(fn, "remote"):
+        import ray
+
+        return ray.get(fn.remote(*args))
+    return fn(*args)
 
 
 class Judge:
