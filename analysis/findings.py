@@ -8,6 +8,7 @@ kept in its own file so that regenerating never loses it.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -93,16 +94,38 @@ def slowdowns(run: Run) -> pd.DataFrame:
     return s.join(med, on="backend")
 
 
+def _in_sessions(times: pd.Series, paths: list[Path], sessions: list[dict]) -> pd.Series:
+    """Which records were written while a session whose figures were kept ran: its start (UTC,
+    or the stamp in its file name) to its end, plus a minute for the last flush."""
+    t = pd.to_datetime(times, utc=True)
+    inside = pd.Series(False, index=times.index)
+    for p, s in zip(paths, sessions):
+        try:
+            start = pd.Timestamp(s["started"]) if "started" in s else \
+                pd.Timestamp(datetime.strptime(p.stem.removeprefix("session-"), "%Y%m%dT%H%M%S"), tz="UTC")
+        except ValueError:  # a session of unknown start: every record may be its
+            return pd.Series(True, index=times.index)
+        inside |= (t >= start) & (t <= start + pd.Timedelta(seconds=s.get("wall_s", 0) + 60))
+    return inside
+
+
 def performance(run: Run) -> tuple[pd.DataFrame, dict]:
-    """Where the campaign's worker time went, and the throughput figures, from records and stats."""
-    sessions = [json.loads(p.read_text()) for p in sorted((run.path / "stats").glob("session-*.json"))]
+    """Where the campaign's worker time went, and the throughput figures, from records and stats.
+    With session figures, only the records those sessions wrote count, so that the shares are of
+    one and the same worker time."""
+    paths = sorted((run.path / "stats").glob("session-*.json"))
+    sessions = [json.loads(p.read_text()) for p in paths]
     builds = [b for s in sessions for b in s.get("builds", [])]
     busy = sum(w.get("busy_s", 0) for s in sessions for w in s.get("workers", []))
-    alive = sum(w.get("alive_s", 0) for s in sessions for w in s.get("workers", []))
+    # a stopped session's last worker figures can be minutes old: its workers' wall time is the measure
+    capacity = sum(s.get("wall_s", 0) * len(s.get("workers", [])) for s in sessions)
     wall = sum(s.get("wall_s", 0) for s in sessions)
-    df = run.records(["backend", "prepare_s", "run_s", "align_s", "variant_id", "worker_s"])
-    if not busy:  # no session figures (killed before they were kept): the runs' own wall times
-        busy = float(pd.to_numeric(df["worker_s"], errors="coerce").sum())
+    df = run.records(["backend", "prepare_s", "run_s", "align_s", "variant_id", "worker_s", "time"])
+    total_variants = df["variant_id"].nunique()
+    if capacity:
+        df = df[_in_sessions(df["time"], paths, sessions)]
+    else:  # no session figures (killed before they were kept): the runs' own wall times
+        busy = capacity = float(pd.to_numeric(df["worker_s"], errors="coerce").sum())
     capture = sum(b.get("capture_s") or 0 for b in builds)
     mutation = sum((b.get("build_s") or 0) - (b.get("capture_s") or 0) for b in builds)
     rows = [("capture (torch.export)", capture), ("mutation and validation", mutation)]
@@ -113,14 +136,15 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     rows.append(("timed runs (all backends)", float(num["run_s"].sum())))
     rows.append(("tier 2: locating the first divergent node", float(pd.to_numeric(df["align_s"], errors="coerce").sum())))
     accounted = sum(v for _, v in rows)
-    rows.append(("pipeline: transport, load, compare, bookkeeping", max(0.0, busy - accounted)))
+    rows.append(("the rest: transport, load, compare, bookkeeping, idle", max(0.0, capacity - accounted)))
     table = pd.DataFrame(rows, columns=["where", "seconds"])
-    table["share of worker time"] = table["seconds"] / busy if busy else np.nan
+    table["share of worker time"] = table["seconds"] / capacity if capacity else np.nan
     writes = sum(s.get("write_s", 0) for s in sessions)
     figures = {"sessions": len(sessions), "wall_h": wall / 3600, "variants": df["variant_id"].nunique(),
+               "all_variants": total_variants,
                "busy_s": busy,
                "per_hour": df["variant_id"].nunique() / (wall / 3600) if wall else float("nan"),
-               "utilisation": busy / alive if alive else float("nan"), "write_s": writes}
+               "utilisation": max(busy, accounted) / capacity if capacity else float("nan"), "write_s": writes}
     return table, figures
 
 
@@ -175,9 +199,11 @@ def render(run: Run, annotations: dict, repro_root: Path, command: str) -> str:
                  "`ok`: every run of that operator completed; `FAIL`: none did; a share otherwise.", "",
                  markdown_table(support_matrix(run)), "",
                  "## The campaign's own performance", "",
-                 (f"{fig['variants']} variants in {fig['wall_h']:.2f} h of wall time over {fig['sessions']} "
-                  f"session(s): {fig['per_hour']:.0f} variants an hour; workers busy {fig['utilisation']:.0%} of the "
-                  f"time they were up; writing records took {fig['write_s']:.1f} s in the driver."
+                 (f"{fig['variants']} variants (of the {fig['all_variants']} in the folder; the rest ran in sessions "
+                  f"stopped before their figures were kept) in {fig['wall_h']:.2f} h of wall time over "
+                  f"{fig['sessions']} session(s): {fig['per_hour']:.0f} variants an hour; workers busy "
+                  f"{fig['utilisation']:.0%} of the time they were up; writing records took {fig['write_s']:.1f} s "
+                  "in the driver."
                   if fig["sessions"] else
                   f"{fig['variants']} variants; no session figures in this folder (its sessions were stopped before "
                   f"they were kept), so the shares below are of the runs' own worker time ({fig['busy_s']:.0f} s) "

@@ -3,6 +3,7 @@
 campaign that is killed keeps them up to its last minute."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import time
@@ -16,7 +17,8 @@ EVERY_S = 60.0
 class SessionStats:
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / "stats" / f"session-{time.strftime('%Y%m%dT%H%M%S')}.json"
-        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0}
+        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0,
+                           "started": datetime.datetime.now(datetime.timezone.utc).isoformat()}
         self.t0 = time.monotonic()
         self.workers: dict[str, dict] = {}
         self.pending: dict = {}  # stats ObjectRef -> actor, answered after the actor's queued runs

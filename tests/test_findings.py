@@ -1,6 +1,7 @@
 """docs/findings.md regenerates from a run folder, keeps the hand-written classes, and rejects bad ones."""
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -33,8 +34,9 @@ def _run(path: Path) -> Path:
     div.output_dtype, div.tol_ratio, div.tol_needed, div.task_agree = "float32", 300.0, 1e-3, 0.0
     RecordStore(path).write(recs)
     (path / "stats").mkdir()
+    started = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)).isoformat()
     (path / "stats" / "session-1.json").write_text(json.dumps({
-        "wall_s": 3600, "write_s": 0.2, "builds": [{"capture_s": 10, "build_s": 30}],
+        "started": started, "wall_s": 3600, "write_s": 0.2, "builds": [{"capture_s": 10, "build_s": 30}],
         "workers": [{"busy_s": 100, "alive_s": 200}]}))
     return path
 
@@ -64,7 +66,9 @@ def test_the_document_regenerates_with_its_classes(tmp_path):
         assert heading in text, heading
     assert f"[{crash}](findings/{crash}/)" in text and "real defect" in text and "OpenVINO lacks hypot." in text
     assert "| aten.hypot.default | FAIL |" in text.replace("  ", " ")
-    assert "A study." in text and "50% of the time they were up" in text
+    # shares are of the workers' wall time (3600 s): busy 100 s is 3%, and the rest row makes up 100%
+    assert "A study." in text and "3 variants (of the 3 in the folder" in text and "3% of the time they were up" in text
+    assert "| the rest: transport, load, compare, bookkeeping, idle | 3.56e+03 | 99.0% |" in text
     assert _doc(tmp_path, run_dir, notes)[1].read_text() == text  # the same folder gives the same document
 
 
