@@ -41,4 +41,6 @@ def from_numpy(a):
 
 
 def placeholder_names(gm) -> list[str]:
-    return [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    """The names ``forward`` takes, which exporters give the model's inputs: a placeholder's target.
+    Its node name can differ (``input`` becomes ``input_1``, the builtin being taken)."""
+    return [n.target for n in gm.graph.nodes if n.op == "placeholder"]
