@@ -20,7 +20,8 @@ from .table import markdown_table
 from .triage import describe
 
 CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",
-           "reference": "reference (eager) is the less accurate side", "open": "not yet classified"}
+           "reference": "reference (eager) is the less accurate side", "open": "not yet classified",
+           "harness": "gapfuzz's own bug (fixed; the runs predate the fix)"}
 TOLERANCES = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
 
 
