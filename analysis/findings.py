@@ -141,10 +141,10 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     table = pd.DataFrame(rows, columns=["where", "seconds"])
     table["share of worker time"] = table["seconds"] / capacity if capacity else np.nan
     writes = sum(s.get("write_s", 0) for s in sessions)
-    figures = {"sessions": len(sessions), "wall_h": wall / 3600, "variants": df["variant_id"].nunique(),
-               "all_variants": total_variants,
-               "busy_s": busy,
-               "per_hour": df["variant_id"].nunique() / (wall / 3600) if wall else float("nan"),
+    variants = df["variant_id"].nunique()
+    figures = {"sessions": len(sessions), "wall_h": wall / 3600, "variants": variants,
+               "all_variants": total_variants, "busy_s": busy,
+               "per_hour": variants / (wall / 3600) if wall else float("nan"),
                "utilisation": max(busy, accounted) / capacity if capacity else float("nan"), "write_s": writes}
     return table, figures
 
