@@ -28,6 +28,7 @@ _SELECTION = {
 _POOL = {
     "type": "object", "additionalProperties": False,
     "properties": {"workers": _POS_INT, "cpus_per_worker": _NONNEG_NUM, "threads": _POS_INT,
+                   "gpus_per_worker": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
                    "memory_gb": {"type": ["number", "null"], "exclusiveMinimum": 0},
                    "env": {"type": "object", "additionalProperties": {"type": "string"}}},
 }
@@ -95,5 +96,6 @@ DEFAULTS = {
     "ray": {"address": None, "num_cpus": None},
 }
 
-POOL_DEFAULTS = {"workers": 1, "cpus_per_worker": 1, "threads": 1, "memory_gb": None, "env": {}}
+POOL_DEFAULTS = {"workers": 1, "cpus_per_worker": 1, "gpus_per_worker": 1, "threads": 1, "memory_gb": None,
+                 "env": {}}
 SELECTION_DEFAULTS = {"include": [], "exclude": [], "limit": None, "sample": None}

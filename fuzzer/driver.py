@@ -97,13 +97,17 @@ class Driver:
         if self.c.config["compare"]["align_scope"] == "seed":
             self.ledger = ray.remote(num_cpus=0)(AlignLedger).remote()
         for device in self.devices:
-            cfg = self.c.pool(device)
-            settings = PoolSettings(device=device, workers=cfg["workers"], cpus_per_worker=cfg["cpus_per_worker"],
-                                    threads=cfg["threads"], memory_gb=cfg["memory_gb"], env=cfg["env"] or None)
+            settings = self._pool_settings(device)
             self._check_resources(settings)
             self.pools[device] = start_pool(settings)
             for a in self.pools[device]:
                 self.load[a] = 0
+
+    def _pool_settings(self, device: str, workers: int | None = None) -> PoolSettings:
+        cfg = self.c.pool(device)
+        return PoolSettings(device=device, workers=workers or cfg["workers"], cpus_per_worker=cfg["cpus_per_worker"],
+                            gpus_per_worker=cfg["gpus_per_worker"], threads=cfg["threads"],
+                            memory_gb=cfg["memory_gb"], env=cfg["env"] or None)
 
     def _check_resources(self, s: PoolSettings) -> None:
         have = ray.cluster_resources()
@@ -297,9 +301,7 @@ class Driver:
 
     def _replace(self, actor, device: str) -> None:
         ray.kill(actor, no_restart=True)
-        cfg = self.c.pool(device)
-        fresh = start_pool(PoolSettings(device=device, workers=1, cpus_per_worker=cfg["cpus_per_worker"],
-                                        threads=cfg["threads"], memory_gb=cfg["memory_gb"]))[0]
+        fresh = start_pool(self._pool_settings(device, workers=1))[0]
         self.pools[device] = [fresh if a is actor else a for a in self.pools[device]]
         self.load.pop(actor, None)
         self.load[fresh] = 0

@@ -31,12 +31,22 @@ def test_default_campaign_resolves_with_defaults():
     ({"backends": {"targets": ["inductor"]}}, "not of the form stack@device"),
     ({"backends": {"targets": [{"class": "no.such.module:Backend"}]}}, "cannot be loaded"),
     ({"variants": {"mutators": ["no_such_mutator"]}}, "no mutator matches 'no_such_mutator'"),
+    ({"pools": {"cuda": {"gpus_per_worker": 2}}}, "pools.cuda.gpus_per_worker"),
 ])
 def test_bad_campaign_is_one_line_naming_the_problem(patch, needle):
     with pytest.raises(CampaignError) as e:
         from_dict({**BASE, **patch}, "c.yaml")
     msg = str(e.value)
     assert needle in msg and "\n" not in msg and msg.startswith("c.yaml")
+
+
+def test_cuda_workers_share_a_gpu_by_fraction():
+    from workers.pool import PoolSettings
+
+    c = from_dict({**BASE, "pools": {"cuda": {"workers": 3, "gpus_per_worker": 0.33}}}, "c.yaml")
+    assert c.pool("cuda")["gpus_per_worker"] == 0.33 and c.pool("cpu")["gpus_per_worker"] == 1
+    assert PoolSettings(device="cuda", gpus_per_worker=0.33).actor_options()["num_gpus"] == 0.33
+    assert "num_gpus" not in PoolSettings(device="cpu", gpus_per_worker=0.33).actor_options()
 
 
 def test_cli_rejects_misspelled_key_and_writes_nothing(tmp_path, write_campaign):

@@ -20,6 +20,7 @@ class PoolSettings:
     device: str = "cpu"
     workers: int = 1
     cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 1.0  # a fraction lets several workers share one large GPU
     memory_gb: float | None = None  # per-worker limit; past it the run ends as status oom
     threads: int = 1  # intra-op threads inside each worker's sandbox
     env: dict | None = None
@@ -27,7 +28,7 @@ class PoolSettings:
     def actor_options(self) -> dict:
         opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0}
         if self.device == "cuda":
-            opts["num_gpus"] = 1
+            opts["num_gpus"] = self.gpus_per_worker
         elif self.device != "cpu":
             opts["resources"] = {self.device: 1}
         return opts
