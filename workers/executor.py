@@ -7,6 +7,7 @@ one pipe; each gets one reply on the other: ``("ok", value)`` or ``("err", descr
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import gc
 import importlib
 import os
@@ -260,6 +261,7 @@ def _warm() -> None:
 
 def serve(rfd: int, wfd: int) -> None:
     _die_with_parent()
+    faulthandler.enable()  # a segfault or abort prints the Python frames it died in to the log
     threads = int(os.environ.get("GAPFUZZ_THREADS", "0"))
     import torch
 

@@ -165,7 +165,11 @@ class Sandbox:
         else:
             status, cause = killed
         self.stop()
-        return Fault(status, cause, self._log_tail(since))
+        tail = self._log_tail(since)
+        # the executor's faulthandler names the Python frames a crash died in: that, not whatever
+        # warning was printed before it, is the message (and so the cluster signature)
+        fatal = tail.rfind("Fatal Python error")
+        return Fault(status, cause, tail[fatal:] if fatal >= 0 else tail)
 
     def close(self) -> None:
         self.stop()
