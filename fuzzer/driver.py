@@ -229,15 +229,17 @@ class Driver:
             return
         t0 = time.monotonic()
         self.start_ray()
+        cut_short = True
         try:
             self.start_pools()
             self.stats["start_s"] = time.monotonic() - t0  # Ray and warm workers, before the first build
             self._loop(deque(work))
+            cut_short = False
         finally:
             self.buffer.flush()
             self._write_catalog()
             self.progress.close()
-            self._finish()
+            self._finish(wait_s=2.0 if cut_short else 10.0)
 
     def _loop(self, builds: deque) -> None:
         ready: deque[VariantWork] = deque()
@@ -309,12 +311,14 @@ class Driver:
     def _actors(self) -> list:
         return [a for actors in getattr(self, "pools", {}).values() for a in actors]
 
-    def _finish(self) -> None:
-        self.stats.finish(self._actors())
-        for a in self._actors():
-            try:
-                ray.get(a.shutdown.remote(), timeout=30)
-            except ray.exceptions.RayError:
-                pass
+    def _finish(self, wait_s: float) -> None:
+        """Stop the workers, all at once. A worker still inside a run (after Ctrl-C or an error) would
+        answer only when that run ends: it is killed after ``wait_s``, and its sandbox dies with it."""
+        actors = self._actors()
+        self.stats.finish(actors, timeout=wait_s)
+        calls = {a.shutdown.remote(): a for a in actors}
+        _, late = ray.wait(list(calls), num_returns=len(calls), timeout=wait_s) if calls else ([], [])
+        for ref in late:
+            ray.kill(calls[ref], no_restart=True)
         if self.started_ray:
             ray.shutdown()

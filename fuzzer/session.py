@@ -44,12 +44,15 @@ class SessionStats:
                 self.pending[a.stats.remote()] = a
         self.write()
 
-    def finish(self, actors) -> None:
+    def finish(self, actors, timeout: float = 10.0) -> None:
+        """Last figures from every worker that answers within ``timeout`` (one busy in a run keeps
+        its last answer)."""
         for a in actors:
-            try:
-                self.workers[str(a)] = ray.get(a.stats.remote(), timeout=10)
-            except ray.exceptions.RayError:
-                pass
+            self.pending[a.stats.remote()] = a
+        if self.pending:
+            done, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=timeout)
+            for ref in done:
+                self._take(ref)
         self.write()
 
     def _take(self, ref) -> None:

@@ -1,6 +1,11 @@
 """Every way a backend can die costs one record: crash, timeout and oom, each under its own status."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
 import pandas as pd
 import pytest
 
@@ -48,3 +53,34 @@ def test_fifty_variants_with_every_fault_lose_no_record(tmp_path, write_campaign
     assert seen >= set(FAULTS) - {"ok"}, f"the sample exercised only {sorted(seen)}"
     others = df[df["backend"] != "faulty@cpu"]
     assert (others["status"] == "ok").all()
+
+
+HUNG = """
+name: hung
+seeds:
+  - {source: ops, include: ["ops/add/float32/0"]}
+variants: {per_seed: 1, mutations: 0}
+backends:
+  targets: [{class: "tests.faulty_backend:Faulty", device: cpu, options: {fault: hang}}]
+pools: {cpu: {workers: 1}}
+run: {timeout_s: 900, repeats: 1}
+"""
+
+
+def test_ctrl_c_inside_a_long_run_stops_at_once_and_says_how_to_resume(tmp_path, write_campaign):
+    """A worker busy in a run would answer only when the run ends: Ctrl-C must not wait for it."""
+    path, out = write_campaign(HUNG), tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(out), "--quiet"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(out.glob("stats/session-*.json")) and time.monotonic() < deadline:
+            time.sleep(1)
+        time.sleep(15)  # the variant is built and its hanging run has begun
+        assert proc.poll() is None, proc.communicate()[1]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)  # not the 900 s the run could take
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "--resume" in err, err
+    assert list(out.glob("stats/session-*.json")) and (out / "campaign.yaml").exists()
