@@ -26,3 +26,16 @@ def test_an_input_named_like_a_builtin_is_fed(backend):
     inputs = (torch.randn(2, 8), torch.full((2, 8), 3.0))
     out = spec.create().prepare(gm, inputs, "cpu")(*inputs)
     torch.testing.assert_close(out[0], gm(*inputs))
+
+
+def test_an_openvino_reproducer_compiles_as_the_pool_did():
+    """A bfloat16 SwiGLU crashed OpenVINO only at one inference thread: the reproducer must ask for it."""
+    from workers.backends import openvino
+
+    code = openvino.OpenVino.repro
+    namespace: dict = {}
+    exec(code[code.index("def compile_config"):code.index("def run_backend")], namespace)
+    for options in ({}, {"threads": 4, "INFERENCE_PRECISION_HINT": "f32"}):
+        assert namespace["compile_config"](options) == openvino.compile_config(options)
+    assert openvino.compile_config({})["INFERENCE_NUM_THREADS"] == "1"
+    assert "compile_config(OPTIONS)" in code

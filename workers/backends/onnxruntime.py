@@ -30,6 +30,7 @@ def run_backend(model, inputs, device):
     so = ort.SessionOptions()
     level = LEVELS[OPTIONS.get("graph_optimization_level", "all")]
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    so.intra_op_num_threads = int(OPTIONS.get("threads", 1))  # as the pool ran it
     session = ort.InferenceSession(program.model_proto.SerializeToString(), so, providers=[PROVIDERS[device]])
     expected = {i.name for i in session.get_inputs()}
     feed = {n: to_numpy(t) for n, t in zip(ARG_NAMES, inputs) if n in expected}

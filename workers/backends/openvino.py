@@ -6,10 +6,21 @@ the options (and a label) to run the same stack at full precision beside it.
 """
 from __future__ import annotations
 
+import inspect
+
 from ..registry import Backend, register_backend
 from .host_arrays import REPRO_HELPERS, from_numpy, placeholder_names, to_numpy
 
 _PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
+
+
+def compile_config(options: dict) -> dict:
+    """Compile properties from the backend's options. ``threads`` (default 1, as in a pool's sandbox)
+    becomes INFERENCE_NUM_THREADS: some defects appear only at one thread count, so a reproducer
+    must compile exactly as the pool did."""
+    config = {k: str(v) for k, v in options.items() if k != "threads"}
+    config["INFERENCE_NUM_THREADS"] = str(options.get("threads", 1))
+    return config
 
 
 @register_backend
@@ -22,13 +33,14 @@ class OpenVino(Backend):
     input_device = "cpu"
     repro = REPRO_HELPERS + f"""
 PLUGINS = {_PLUGINS!r}
-""" + """
+
+
+""" + inspect.getsource(compile_config) + """
 
 def run_backend(model, inputs, device):
     import openvino as ov
     ov_model = ov.convert_model(torch.export.export(model, tuple(inputs), strict=False))
-    config = {k: str(v) for k, v in OPTIONS.items() if k != "threads"}
-    compiled = ov.Core().compile_model(ov_model, PLUGINS[device], config)
+    compiled = ov.Core().compile_model(ov_model, PLUGINS[device], compile_config(OPTIONS))
     print("OpenVINO inference precision:", compiled.get_property("INFERENCE_PRECISION_HINT"))
     by_name = dict(zip(ARG_NAMES, inputs))
     ports = [p.get_any_name() for p in compiled.inputs]
@@ -58,9 +70,7 @@ def run_backend(model, inputs, device):
         self.stage = "convert"
         model = ov.convert_model(torch.export.export(gm, tuple(t.cpu() for t in example_inputs), strict=False))
         self.stage = "compile"
-        config = {k: str(v) for k, v in self.options.items() if k != "threads"}
-        config["INFERENCE_NUM_THREADS"] = str(self.options.get("threads", 1))
-        compiled = ov.Core().compile_model(model, _PLUGINS[device], config)
+        compiled = ov.Core().compile_model(model, _PLUGINS[device], compile_config(self.options))
         self.info = {"inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
                      "execution_mode": str(compiled.get_property("EXECUTION_MODE_HINT")), "plugin": _PLUGINS[device]}
         names = placeholder_names(gm)
