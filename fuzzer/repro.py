@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,13 +54,27 @@ def verify(folder: Path, tries: int = 3, timeout: float = 600) -> tuple[int, str
     failures, last = 0, ""
     code = BLOCK_GAPFUZZ + "exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})"
     for _ in range(tries):
-        try:
-            proc = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
-                                  timeout=timeout)
-            failures += proc.returncode != 0
-            last = (proc.stdout + proc.stderr)[-4000:] + f"\n[exit status {proc.returncode}]"
-        except subprocess.TimeoutExpired:
-            last = f"[no result within {timeout:g} s]"
+        # output to a file and the process in its own group: a child that a crashing stack forked and
+        # left behind (seen with OpenVINO) would otherwise hold the pipes open until the timeout
+        with tempfile.TemporaryFile("w+") as log:
+            proc = subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                                    text=True, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                rc = None
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+            log.seek(0)
+            if rc is None:
+                last = f"[no result within {timeout:g} s]"
+            else:
+                failures += rc != 0
+                last = log.read()[-4000:] + f"\n[exit status {rc}]"
     return failures, last
 
 

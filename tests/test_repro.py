@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -74,3 +75,26 @@ def test_discrepancy_signature_keeps_who_the_oracle_blames():
     assert not ours.matches(outcome("target-divergent"), [])
     legacy = Signature.of({"status": "mismatch", "symptom": "numeric"})  # records without a verdict
     assert legacy.matches(outcome("target-divergent"), []) and not legacy.matches(outcome("ill-conditioned"), [])
+
+
+def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):
+    """A crashing stack may leave a forked child holding the output pipes; verify reads the exit
+    status of the reproducer itself and kills what it left."""
+    import time
+
+    from fuzzer.repro import verify
+
+    (tmp_path / "repro.py").write_text(
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    time.sleep(600)\n"
+        "open('child.pid', 'w').write(str(pid))\n"
+        "print('the bug is present')\n"
+        "sys.exit(1)\n")
+    failures, last = verify(tmp_path, tries=1, timeout=120)
+    assert failures == 1 and "the bug is present" in last and "[exit status 1]" in last, last
+    child = int((tmp_path / "child.pid").read_text())
+    time.sleep(0.5)
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()  # gone, or dead and awaiting its reaper
