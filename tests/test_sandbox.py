@@ -128,3 +128,18 @@ def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
     sandbox.stop()  # a fresh process does not have it: the payload is fetched and sent
     outcomes, _ = run_variant(sandbox, "built#0", None, specs, settings, fetch=fetch)
     assert outcomes[0].status == "ok" and fetched == [1]
+
+
+def test_tensors_of_every_dtype_cross_the_pipe_exactly(sandbox):
+    """Outputs of the newer unsigned dtypes used to fail in the receiver (torch pickles storages in
+    its legacy format, which cannot load them back)."""
+    import torch
+
+    base = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    sent = [base.to(d) for d in (torch.uint16, torch.uint32, torch.uint64, torch.bfloat16, torch.bool,
+                                 torch.complex64, torch.int8)]
+    sent += [base.transpose(0, 2), base[:, 1], base.expand(2, 2, 3, 4)[1], torch.tensor(7.0), torch.empty(0, 3)]
+    back = sandbox.request("call", "tests.fault_helpers:echo", (sent,), {})
+    for a, b in zip(sent, back, strict=True):
+        assert type(b) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+        assert torch.equal(a, b)

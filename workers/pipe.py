@@ -9,10 +9,12 @@ the other side died before it could.
 """
 from __future__ import annotations
 
+import io
 import itertools
 import mmap
 import os
 import pickle
+import sys
 import tempfile
 from multiprocessing.connection import Connection
 
@@ -24,11 +26,28 @@ _SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK
 _names = itertools.count()
 
 
+class _Pickler(pickle.Pickler):
+    """Plain CPU tensors travel as wire dicts (their bytes out of band). torch's own pickling
+    writes each storage with the legacy ``torch.save`` format, which is slow and cannot load back
+    the newer dtypes (``uint16``/``uint32``/``uint64``): an operator's output in one of those would
+    fail in the receiver."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if (torch is None or type(obj) is not torch.Tensor or obj.layout != torch.strided or obj.is_quantized
+                or obj.device.type != "cpu" or obj.requires_grad or obj.is_conj() or obj.is_neg()):
+            return NotImplemented
+        from .ir import tensor_from_wire, tensor_to_wire
+
+        return tensor_from_wire, (tensor_to_wire(obj), False)
+
+
 def encode(obj) -> tuple[bytes, list]:
     """The pickled message and its out-of-band buffers; raises before anything is sent."""
     buffers: list[pickle.PickleBuffer] = []
-    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    return head, [b.raw() for b in buffers]
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return out.getvalue(), [b.raw() for b in buffers]
 
 
 def send(conn: Connection, obj) -> str | None:

@@ -108,7 +108,13 @@ class VariantJob:
     def run(self, spec: BackendSpec) -> RunOutcome:
         t0 = time.perf_counter()
         out = _outcome(spec, self.worker)
-        reply = self._run_once(spec)
+        try:
+            reply = self._run_once(spec)
+        except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
+            out.status, out.stage = "error", "run"
+            out.error_type, out.message = e.info["error_type"], e.info["message"]
+            out.worker_s = time.perf_counter() - t0
+            return out
         if isinstance(reply, Fault):
             out.status, out.cause, out.message = reply.status, reply.cause, reply.message
             out.stage = "run"

@@ -143,6 +143,9 @@ class Sandbox:
                     tag, value = pipe.recv(self.inbox)
                 except (EOFError, OSError):
                     return self._fault(since, None)
+                except Exception as e:  # noqa: BLE001 - an undecodable reply fails this request, not the campaign
+                    raise RemoteError({"error_type": "ReplyDecodeError", "message": f"{type(e).__name__}: {e}",
+                                       "traceback": ""}) from e
                 if tag == "err":
                     raise RemoteError(value)
                 return value
