@@ -8,6 +8,7 @@ kept in its own file so that regenerating never loses it.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from .triage import describe
 
 CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",
            "reference": "reference (eager) is the less accurate side", "open": "not yet classified",
-           "harness": "gapfuzz's own bug (fixed; the runs predate the fix)"}
+           "harness": "gapfuzz's own bug"}
 TOLERANCES = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
 
 
@@ -149,19 +150,51 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     return table, figures
 
 
-def cluster_table(run: Run, annotations: dict, repro_root: Path, limit: int = 40) -> pd.DataFrame:
+def classify(clusters: pd.DataFrame, annotations: dict) -> dict:
+    """Each cluster's note: its own entry, else the first ``_by_message`` rule whose ``match`` (a
+    regular expression) finds its description. A rule's class is marked as such in the table:
+    nobody read that cluster's reproducer, only a message that leaves no doubt."""
+    notes = {k: v for k, v in annotations.items() if not k.startswith("_")}
+    rules = annotations.get("_by_message") or []
+    for r in clusters.itertuples():
+        if r.cluster not in notes:
+            what = describe(r)
+            rule = next((x for x in rules if re.search(x["match"], what)), None)
+            if rule:
+                notes[r.cluster] = {"class": rule["class"], "rule": rule["name"]}
+    return notes
+
+
+def cluster_table(run: Run, annotations: dict, repro_root: Path, limit: int = 60) -> pd.DataFrame:
     c = run.clusters()
     if c.empty:
         return c
+    notes = classify(c, annotations)
     rows = []
     for r in c.head(limit).itertuples():
-        note = annotations.get(r.cluster) or {}
+        note = notes.get(r.cluster) or {}
+        label = CLASSES.get(note.get("class"), "") + (f" (rule {note['rule']})" if "rule" in note else "")
         folder = repro_root / r.cluster
         rows.append({"cluster": r.cluster, "level": r.level, "vendor": "yes" if r.vendor else "",
                      "runs": r.count, "seeds": r.seeds, "backends": ", ".join(r.backends),
-                     "what": describe(r)[:140], "class": CLASSES.get(note.get("class"), "") if note else "",
+                     "what": describe(r)[:140], "class": label,
                      "reproducer": f"[{r.cluster}](findings/{r.cluster}/)" if (folder / "repro.py").exists() else ""})
     return pd.DataFrame(rows)
+
+
+def rule_notes(run: Run, annotations: dict) -> list[str]:
+    """One line per message rule: what it covers, in clusters and runs, and its note."""
+    c = run.clusters()
+    if c.empty:
+        return []
+    notes = classify(c, annotations)
+    lines = []
+    for rule in annotations.get("_by_message") or []:
+        hit = c[c["cluster"].map(lambda cid: (notes.get(cid) or {}).get("rule") == rule["name"])]
+        if len(hit):
+            lines.append(f"- **rule {rule['name']}** ({CLASSES[rule['class']]}; {len(hit)} clusters, "
+                         f"{int(hit['count'].sum())} runs, matched by message): {rule['note']}")
+    return lines
 
 
 def render(run: Run, annotations: dict, repro_root: Path, command: str) -> str:
@@ -177,11 +210,15 @@ def render(run: Run, annotations: dict, repro_root: Path, command: str) -> str:
         "Clusters, most severe and largest first. `vendor`: a target's own failure or a target-divergent "
         "result, the kind to report. Each reproducer folder holds `repro.py` (plain PyTorch and the one "
         "stack's package) and `report.md`.", "",
-        markdown_table(cluster_table(run, {k: v for k, v in annotations.items() if k != "_summary"}, repro_root)), "",
+        markdown_table(cluster_table(run, annotations, repro_root)), "",
     ]
     for cid, note in annotations.items():
-        if cid != "_summary" and isinstance(note, dict) and note.get("note"):
+        if not cid.startswith("_") and isinstance(note, dict) and note.get("note"):
             sections += [f"- **{cid}** ({CLASSES.get(note.get('class'), note.get('class'))}): {note['note']}"]
+    rules = rule_notes(run, annotations)
+    if rules:
+        sections += ["", "Clusters without a note of their own are classed by the first of these rules that "
+                     "their message matches (see `_by_message` in the annotations file):", "", *rules]
     sections += ["", "## Failures per stack and stage", "",
                  "The share of seeds with at least one failed run at that stage (models and single operators apart).",
                  "", markdown_table(failures_by_stage(run), _pct), "",

@@ -5,7 +5,8 @@
         [--annotations docs/findings/annotations.yaml]
 
 The class and note of each finding are read from the annotations file (cluster id ->
-{class: defect|documented|tolerance|reference|open, note: ...}; ``_summary``: a paragraph),
+{class: defect|documented|tolerance|reference|open|harness, note: ...}; ``_summary``: a paragraph;
+``_by_message``: rules {name, match, class, note} for clusters with no entry of their own),
 so that regenerating the tables never loses them. Reproducers are linked when
 ``docs/findings/<cluster-id>/repro.py`` exists.
 """
@@ -35,7 +36,9 @@ def main() -> int:
     except (ResultsError, yaml.YAMLError) as e:
         print(f"findings_doc: {e}".splitlines()[0], file=sys.stderr)
         return 2
-    bad = [k for k, v in notes.items() if k != "_summary" and (v or {}).get("class") not in CLASSES]
+    bad = [k for k, v in notes.items() if not k.startswith("_") and (v or {}).get("class") not in CLASSES]
+    bad += [f"_by_message rule {r.get('name')!r}" for r in notes.get("_by_message") or []
+            if r.get("class") not in CLASSES or not {"name", "match", "note"} <= set(r)]
     if bad:
         print(f"findings_doc: {notes_file}: unknown class for {', '.join(bad)} "
               f"(one of {', '.join(CLASSES)})", file=sys.stderr)

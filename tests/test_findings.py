@@ -76,3 +76,19 @@ def test_an_unknown_class_is_one_line(tmp_path):
     proc, out = _doc(tmp_path, _run(tmp_path / "run"), "c-123: {class: bug}\n")
     assert proc.returncode == 2 and not out.exists()
     assert proc.stderr.strip().count("\n") == 0 and "c-123" in proc.stderr
+
+
+def test_a_message_rule_classes_the_clusters_without_a_note(tmp_path):
+    run_dir = _run(tmp_path / "run")
+    notes = ("_by_message:\n"
+             "  - {name: ov-missing-op, match: 'No conversion rule found', class: defect, note: OpenVINO lacks ops.}\n"
+             "  - {name: never, match: 'no such message', class: harness, note: Unused.}\n")
+    proc, out = _doc(tmp_path, run_dir, notes)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "real defect (rule ov-missing-op)" in text and "OpenVINO lacks ops." in text
+    assert "**rule ov-missing-op** (real defect; 1 clusters, 1 runs, matched by message)" in text
+    assert "Unused." not in text
+    bad = notes.replace("class: harness", "class: oops")
+    proc, _ = _doc(tmp_path, run_dir, bad)
+    assert proc.returncode == 2 and "_by_message rule 'never'" in proc.stderr
