@@ -28,6 +28,35 @@ def test_an_input_named_like_a_builtin_is_fed(backend):
     torch.testing.assert_close(out[0], gm(*inputs))
 
 
+@pytest.mark.parametrize("backend, seed", [("onnxruntime@cpu", "ops/H/bfloat16/0"),
+                                           ("openvino@cpu", "ops/masked.norm/bfloat16/1")])
+def test_bfloat16_inputs_and_an_input_an_output_aliases_are_fed(backend, seed):
+    """numpy has no bfloat16 (ONNX Runtime refused the array, OpenVINO read it as f16), and the ONNX
+    exporter renames an input that an output aliases (``H`` is a view) to ``<name>_orig``."""
+    from seeds import create_seed
+    from seeds.capture import capture
+
+    spec = parse_backend(backend)
+    if spec.backend_cls().unavailable_reason("cpu"):
+        pytest.skip(spec.backend_cls().unavailable_reason("cpu"))
+    v = capture(create_seed(seed)).variant
+    assert v.inputs[0].dtype == torch.bfloat16
+    out = spec.create().prepare(v.gm, tuple(v.inputs), "cpu")(*v.inputs)
+    expected = v.gm(*v.inputs)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    assert out[0].dtype == torch.bfloat16
+    torch.testing.assert_close(out[0], expected[0], atol=0.05, rtol=0.05)
+
+
+def test_onnxruntime_feeds_by_name_then_by_the_exporter_s_renaming_then_by_position():
+    from workers.backends.onnxruntime import feed_order
+
+    assert feed_order(["b", "a"], ["a", "b"]) == [1, 0]
+    assert feed_order(["x_orig", "y"], ["x", "y"]) == [0, 1]
+    assert feed_order(["p", "q"], ["x", "y"]) == [0, 1]
+    assert feed_order(["y"], ["x", "y"]) == [1]  # an input the export dropped is not fed
+
+
 def test_an_openvino_reproducer_compiles_as_the_pool_did():
     """A bfloat16 SwiGLU crashed OpenVINO only at one inference thread: the reproducer must ask for it."""
     from workers.backends import openvino

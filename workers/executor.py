@@ -261,7 +261,8 @@ def _warm() -> None:
 
 def serve(rfd: int, wfd: int) -> None:
     _die_with_parent()
-    faulthandler.enable()  # a segfault or abort prints the Python frames it died in to the log
+    faulthandler.enable(all_threads=False)  # a crash prints the frames it died in (only its own thread:
+    # the other threads' stacks vary from run to run and would split one crash into several clusters)
     threads = int(os.environ.get("GAPFUZZ_THREADS", "0"))
     import torch
 

@@ -1,12 +1,40 @@
 """Export to ONNX (torch.onnx, dynamo exporter) and run in ONNX Runtime, on the CPU or CUDA provider."""
 from __future__ import annotations
 
+import inspect
+
+import torch
+
 from ..registry import Backend, device_unavailable_reason, register_backend
 from .host_arrays import REPRO_HELPERS, from_numpy, placeholder_names, to_numpy
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 _LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
            "all": "ORT_ENABLE_ALL"}
+
+
+def feed_order(session_names: list, arg_names: list) -> list:
+    """For each session input, the index of the argument that feeds it. By name first; the exporter
+    renames an input that an output aliases to ``<name>_orig``; by position when names say nothing."""
+    index = {n: i for i, n in enumerate(arg_names)}
+    order = [index.get(n, index.get(n.removesuffix("_orig"))) for n in session_names]
+    if None in order and len(session_names) == len(arg_names):
+        return list(range(len(arg_names)))
+    return [i for i in order if i is not None]
+
+
+def ort_value(ort, t):
+    """An OrtValue for a tensor: numpy has no bfloat16, so that one is made from its bits."""
+    if t.dtype == torch.bfloat16:
+        bits = t.detach().cpu().contiguous().view(torch.uint16).numpy()
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx_element_type=16)  # BFLOAT16
+    return ort.OrtValue.ortvalue_from_numpy(to_numpy(t))
+
+
+def from_ort_value(v):
+    if v.data_type() == "tensor(bfloat16)":
+        return torch.from_dlpack(v).clone()
+    return from_numpy(v.numpy())
 
 
 @register_backend
@@ -21,7 +49,9 @@ class OnnxRuntime(Backend):
     repro = REPRO_HELPERS + f"""
 PROVIDERS = {_PROVIDERS!r}
 LEVELS = {_LEVELS!r}
-""" + """
+
+
+""" + "\n\n".join(inspect.getsource(f) for f in (feed_order, ort_value, from_ort_value)) + """
 
 def run_backend(model, inputs, device):
     import onnxruntime as ort
@@ -32,9 +62,9 @@ def run_backend(model, inputs, device):
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     so.intra_op_num_threads = int(OPTIONS.get("threads", 1))  # as the pool ran it
     session = ort.InferenceSession(program.model_proto.SerializeToString(), so, providers=[PROVIDERS[device]])
-    expected = {i.name for i in session.get_inputs()}
-    feed = {n: to_numpy(t) for n, t in zip(ARG_NAMES, inputs) if n in expected}
-    return [from_numpy(a) for a in session.run(None, feed)]
+    names = [i.name for i in session.get_inputs()]
+    feed = {n: ort_value(ort, inputs[i]) for n, i in zip(names, feed_order(names, ARG_NAMES))}
+    return [from_ort_value(v) for v in session.run_with_ort_values(None, feed)]
 """
 
     @classmethod
@@ -67,12 +97,12 @@ def run_backend(model, inputs, device):
         level = self.options.get("graph_optimization_level", "all")
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
         session = ort.InferenceSession(model, so, providers=[_PROVIDERS[device]])
-        expected = {i.name for i in session.get_inputs()}
-        names = placeholder_names(gm)
+        names = [i.name for i in session.get_inputs()]
+        order = feed_order(names, placeholder_names(gm))
         self.info = {"opset": program.model_proto.opset_import[0].version, "provider": _PROVIDERS[device],
-                     "graph_optimization_level": level, "onnx_inputs": len(expected)}
+                     "graph_optimization_level": level, "onnx_inputs": len(names)}
 
         def run(*inputs):
-            feed = {n: to_numpy(t) for n, t in zip(names, inputs) if n in expected}
-            return tuple(from_numpy(a) for a in session.run(None, feed))
+            feed = {n: ort_value(ort, inputs[i]) for n, i in zip(names, order)}
+            return tuple(from_ort_value(v) for v in session.run_with_ort_values(None, feed))
         return run

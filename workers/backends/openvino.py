@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+import torch
+
 from ..registry import Backend, register_backend
 from .host_arrays import REPRO_HELPERS, from_numpy, placeholder_names, to_numpy
 
@@ -23,6 +26,23 @@ def compile_config(options: dict) -> dict:
     return config
 
 
+def ov_input(ov, t):
+    """What to feed for a tensor. numpy has no bfloat16 and OpenVINO takes a 2-byte float array for
+    f16 (converting it silently, or refusing a 0-d one), so a bfloat16 tensor goes in as an
+    ``ov.Tensor`` over a copy of its bits, typed bf16: the copy, because the plugin may write there."""
+    if t.dtype == torch.bfloat16:
+        bits = np.array(t.detach().cpu().contiguous().view(torch.uint16).numpy())
+        return ov.Tensor(bits, shape=list(t.shape), type=ov.Type.bf16)
+    return to_numpy(t)
+
+
+def ov_output(ov, port, a):
+    """A bf16 output comes back as a float16-typed array of bfloat16 bits."""
+    if port.get_element_type() == ov.Type.bf16:
+        return torch.from_numpy(np.asarray(a).view(np.uint16).copy()).view(torch.bfloat16)
+    return from_numpy(a)
+
+
 @register_backend
 class OpenVino(Backend):
     """Options: any OpenVINO compile property, e.g. ``INFERENCE_PRECISION_HINT: f32``; ``threads``."""
@@ -32,10 +52,12 @@ class OpenVino(Backend):
     module = "openvino"
     input_device = "cpu"
     repro = REPRO_HELPERS + f"""
+import numpy as np
+
 PLUGINS = {_PLUGINS!r}
 
 
-""" + inspect.getsource(compile_config) + """
+""" + "\n\n".join(inspect.getsource(f) for f in (compile_config, ov_input, ov_output)) + """
 
 def run_backend(model, inputs, device):
     import openvino as ov
@@ -44,8 +66,8 @@ def run_backend(model, inputs, device):
     print("OpenVINO inference precision:", compiled.get_property("INFERENCE_PRECISION_HINT"))
     by_name = dict(zip(ARG_NAMES, inputs))
     ports = [p.get_any_name() for p in compiled.inputs]
-    result = compiled.create_infer_request().infer([to_numpy(by_name.get(n, t)) for n, t in zip(ports, inputs)])
-    return [from_numpy(result[out]) for out in compiled.outputs]
+    result = compiled.create_infer_request().infer([ov_input(ov, by_name.get(n, t)) for n, t in zip(ports, inputs)])
+    return [ov_output(ov, out, result[out]) for out in compiled.outputs]
 """
 
     @classmethod
@@ -79,7 +101,7 @@ def run_backend(model, inputs, device):
 
         def run(*inputs):
             by_name = dict(zip(names, inputs))
-            feed = [to_numpy(by_name[n]) if n in by_name else to_numpy(t) for n, t in zip(ports, inputs)]
+            feed = [ov_input(ov, by_name.get(n, t)) for n, t in zip(ports, inputs)]
             result = request.infer(feed)
-            return tuple(from_numpy(result[out]) for out in compiled.outputs)
+            return tuple(ov_output(ov, out, result[out]) for out in compiled.outputs)
         return run
