@@ -44,6 +44,8 @@ class Faulty:
             elif fault == "abort":
                 os.abort()
             elif fault == "hang":
+                if self.options.get("mark"):  # a folder: tells a test that the hang has begun
+                    open(os.path.join(self.options["mark"], str(os.getpid())), "w").close()
                 time.sleep(3600)
             elif fault == "oom":
                 hog = []

@@ -61,7 +61,7 @@ seeds:
   - {source: ops, include: ["ops/add/float32/0", "ops/sub/float32/0"]}
 variants: {per_seed: 1, mutations: 0}
 backends:
-  targets: [{class: "tests.faulty_backend:Faulty", device: cpu, options: {fault: hang}}]
+  targets: [{class: "tests.faulty_backend:Faulty", device: cpu, options: {fault: hang, mark: "MARK"}}]
 pools: {cpu: {workers: 2}}
 run: {timeout_s: 900, repeats: 1}
 """
@@ -70,15 +70,16 @@ run: {timeout_s: 900, repeats: 1}
 def test_ctrl_c_inside_a_long_run_stops_at_once_and_says_how_to_resume(tmp_path, write_campaign):
     """A worker busy in a run would answer only when the run ends: Ctrl-C must not wait for it. (Waiting
     on each of the two hung workers in turn, as before, took 40 s apiece.)"""
-    path, out = write_campaign(HUNG), tmp_path / "run"
+    mark = tmp_path / "hanging"
+    mark.mkdir()
+    path, out = write_campaign(HUNG.replace("MARK", str(mark))), tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(out), "--quiet"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not list(out.glob("stats/session-*.json")) and time.monotonic() < deadline:
-            time.sleep(1)
-        time.sleep(20)  # both variants are built and their hanging runs have begun
-        assert proc.poll() is None, proc.communicate()[1]
+        while len(list(mark.iterdir())) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)  # until both workers are inside their hanging runs
+        assert proc.poll() is None and len(list(mark.iterdir())) == 2, proc.communicate()[1]
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)  # not the 900 s the runs could take
     finally:
