@@ -81,7 +81,11 @@ def test_ctrl_c_inside_a_long_run_stops_at_once_and_says_how_to_resume(tmp_path,
             time.sleep(0.5)  # until both workers are inside their hanging runs
         assert proc.poll() is None and len(list(mark.iterdir())) == 2, proc.communicate()[1]
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)  # not the 900 s the runs could take
+        try:
+            _, err = proc.communicate(timeout=60)  # not the 900 s the runs could take
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("still running 60 s after Ctrl-C:\n" + proc.communicate()[1][-3000:]) from None
     finally:
         proc.kill()
     assert proc.returncode == 130 and "--resume" in err, err
