@@ -73,8 +73,11 @@ def test_ctrl_c_inside_a_long_run_stops_at_once_and_says_how_to_resume(tmp_path,
     mark = tmp_path / "hanging"
     mark.mkdir()
     path, out = write_campaign(HUNG.replace("MARK", str(mark))), tmp_path / "run"
+    # as from a terminal: a shell that starts the tests in the background (CI, nohup ... &) passes SIGINT on
+    # ignored, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(out), "--quiet"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while len(list(mark.iterdir())) < 2 and time.monotonic() < deadline and proc.poll() is None:
