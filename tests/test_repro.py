@@ -98,3 +98,25 @@ def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):
     time.sleep(0.5)
     status = Path(f"/proc/{child}/status")
     assert not status.exists() or "State:\tZ" in status.read_text()  # gone, or dead and awaiting its reaper
+
+
+def test_a_dead_random_op_is_cut_away_with_the_rest():
+    """FX's dead-code elimination keeps a random op (an LSTM, for its dropout) whose result nobody uses; a
+    reproducer kept a dead LSTM that way."""
+    import torch
+    import torch.fx as fx
+
+    from fuzzer.shrink.passes import as_inputs, cut_after, cut_output
+    from workers.ir import Variant
+
+    aten = torch.ops.aten
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    coin = graph.call_function(aten.bernoulli.p, (x, 0.5))
+    relu = graph.call_function(aten.relu.default, (x,))
+    total = graph.call_function(aten.add.Tensor, (coin, relu))
+    graph.output((relu, total))
+    v = Variant(fx.GraphModule(torch.nn.Module(), graph), (torch.randn(4),), ("a", "b"))
+    values = {"x": v.inputs[0], relu.name: v.inputs[0].relu(), total.name: v.inputs[0].relu()}
+    assert cut_output(v, relu.name).ops == cut_after(v, relu.name).ops == ["aten.relu.default"]
+    assert as_inputs(v, {total.name}, values).ops == ["aten.relu.default"]  # the coin fed only the sum

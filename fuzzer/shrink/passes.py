@@ -19,6 +19,20 @@ def _calls(v: Variant, values: dict) -> list[fx.Node]:
     return [n for n in v.gm.graph.nodes if n.op == "call_function" and isinstance(values.get(n.name), torch.Tensor)]
 
 
+def drop_dead(graph: fx.Graph) -> None:
+    """Dead-code elimination that also drops a dead random op (an LSTM, for its dropout argument): FX keeps
+    those for their draw from the RNG, which a reproducer does not need; the predicate still decides
+    whether the bug stays."""
+    graph.eliminate_dead_code(is_impure_node=_impure_beyond_rng)
+
+
+def _impure_beyond_rng(n: fx.Node) -> bool:
+    try:
+        return n.is_impure(impure_random=False)
+    except TypeError:  # torch before impure_random: random ops stay
+        return n.is_impure()
+
+
 def drop_unused_inputs(graph: fx.Graph, inputs: list) -> list:
     for i, n in reversed(list(enumerate(n for n in graph.nodes if n.op == "placeholder"))):
         if not n.users:
@@ -43,7 +57,7 @@ def as_inputs(v: Variant, names: set, values: dict) -> Variant:
             graph.output(fx.map_arg(n.args[0], lambda a: env[a]))
         elif n.op != "placeholder" and n.name not in names:
             env[n] = graph.node_copy(n, lambda a: env[a])
-    graph.eliminate_dead_code()
+    drop_dead(graph)
     inputs = drop_unused_inputs(graph, inputs)
     graph.lint()
     return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), v.output_names)
@@ -51,6 +65,7 @@ def as_inputs(v: Variant, names: set, values: dict) -> Variant:
 
 def cut_after(v: Variant, name: str) -> Variant:
     gm = prefix_graph(v.gm, name, [])
+    drop_dead(gm.graph)
     inputs = drop_unused_inputs(gm.graph, list(v.inputs))
     gm.recompile()
     return Variant(gm, tuple(inputs), ("out",))
@@ -113,7 +128,7 @@ def cut_output(v: Variant, name: str) -> Variant:
             graph.output((env[next(m for m in v.gm.graph.nodes if m.name == name)],))
         else:
             env[n] = graph.node_copy(n, lambda a: env[a])
-    graph.eliminate_dead_code()
+    drop_dead(graph)
     inputs = drop_unused_inputs(graph, list(v.inputs))
     return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), ("out",))
 
