@@ -6,6 +6,8 @@ a pass can cut away everything upstream of the bug while the bug's own inputs st
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.fx as fx
 
@@ -27,10 +29,11 @@ def drop_dead(graph: fx.Graph) -> None:
 
 
 def _impure_beyond_rng(n: fx.Node) -> bool:
-    try:
-        return n.is_impure(impure_random=False)
-    except TypeError:  # torch before impure_random: random ops stay
-        return n.is_impure()
+    return n.is_impure(impure_random=False) if _RANDOM_IS_A_CHOICE else n.is_impure()
+
+
+# torch releases before ``impure_random`` keep random ops
+_RANDOM_IS_A_CHOICE = "impure_random" in inspect.signature(fx.Node.is_impure).parameters
 
 
 def drop_unused_inputs(graph: fx.Graph, inputs: list) -> list:
