@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from core.bugs import Status
+
 from .schema import arrow_schema_of
 from .store import write_table_atomic
 
 CATALOG_VERSION = 1
-STATUSES = ("ok", "error", "crash", "timeout", "oom", "skipped")
 
 
 @dataclass
@@ -26,7 +27,7 @@ class CatalogRow:
     family: str = ""
     task: str = ""
     output_kind: str = ""
-    status: str = "ok"  # ok error crash timeout oom skipped (over the parameter cap)
+    status: str = Status.OK  # ok error crash timeout oom skipped (over the parameter cap)
     stage: str | None = None  # build budget capture run: where it stopped
     error_type: str | None = None
     message: str | None = None

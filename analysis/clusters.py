@@ -1,12 +1,10 @@
 """Crash and discrepancy clusters: one row per category a person triages, with a stable id.
 
-Crash cluster key: ``stack@device, status, stage, error_type, template``. The stack, not the
-backend label, so that one converter defect seen under two option sets (OpenVINO bf16 and f32)
-is one cluster; the labels it was seen on are listed. Discrepancy cluster key: ``backend,
-verdict, symptom, first divergent op, output dtype, error band`` (log10 bucket of
-``tol_ratio``); the backend label stays, because options such as the precision change the
-numbers. A cluster id is a hash of its key, so the same category has the same id in every
-campaign (``gapfuzz diff``). ``vendor`` marks what to report to a stack's vendor: a target's own
+A cluster is one bug key (``core.bugs``, where what makes two runs the same bug is defined and
+explained); its id is the key's hash, so the same category has the same id in every campaign
+(``gapfuzz diff``). The stack, not the backend label, places a failure, so that one converter
+defect seen under two option sets (OpenVINO bf16 and f32) is one cluster; the labels it was seen
+on are listed. ``vendor`` marks what to report to a stack's vendor: a target's own
 error, crash, hang or oom at convert/compile/run, or a ``target-divergent`` verdict (never an
 ill-conditioned, amplified or reference-divergent one). Vectorised: a million records in seconds.
 """
@@ -17,17 +15,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .signature import signature_id
-from .templates import template_unique
+from core.bugs import (DIVERGENCE_FIELDS, FAILURE_FIELDS, KEY_COLUMNS, VENDOR_STAGES, Kind, Status, Symptom,
+                       Verdict, bug_keys)
 
-FAILED = ("crash", "timeout", "oom", "error", "unsupported", "invalid")
-DIVERGENT_VERDICTS = ("target-divergent", "reference-divergent", "ill-conditioned", "amplified")
-SEVERITY = {"crash": 6, "timeout": 5, "oom": 5, "error": 4, "task": 3, "structure": 3, "shape": 3, "dtype": 3,
-            "nonfinite": 3, "integer": 3, "value": 2, "numeric": 2, "unsupported": 1, "invalid": 0}
+SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
+            Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
+            Symptom.NUMERIC: 2, Status.UNSUPPORTED: 1, Status.INVALID: 0}
 LEVEL = {6: "crash", 5: "hang/oom", 4: "error", 3: "wrong answer", 2: "numeric", 1: "unsupported", 0: "invalid"}
-CRASH_KEY = ["stack_device", "status", "stage", "error_type", "template"]
-DIV_KEY = ["backend", "verdict", "symptom", "first_div_op", "output_dtype", "band"]
-VENDOR_STAGES = ("convert", "compile", "run")
+VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
         "mutations"]
@@ -50,54 +45,11 @@ def list_array(s: pd.Series) -> pa.Array:
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
-def error_band(tol_ratio: pd.Series) -> pd.Series:
-    """``<1``, ``1e0`` .. ``1e5`` (the decade of tol_ratio), ``1e6+``; ``-`` when unknown."""
-    r = pd.to_numeric(tol_ratio, errors="coerce").to_numpy(dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = np.floor(np.log10(np.where(r > 0, r, np.nan)))
-    labels = np.array(["<1", *[f"1e{i}" for i in range(6)], "1e6+", "-"], dtype=object)
-    idx = np.where(np.isnan(r), 8, np.where(r < 1, 0, np.clip(np.nan_to_num(k, nan=0), 0, 6) + 1)).astype(int)
-    return pd.Series(labels[idx], index=tol_ratio.index, dtype="str")
-
-
-def crash_keys(df: pd.DataFrame) -> pd.DataFrame:
-    """The crash-cluster key of every failed record (a run that raised, died, hung or ran out of memory)."""
-    bad = df[_col(df, "status").isin(FAILED)]
-    stack = _text(_col(bad, "stack"))
-    stack_device = (stack + "@" + _text(_col(bad, "device"))).where(stack != "-", _text(_col(bad, "backend")))
-    status = _text(bad["status"])
-    msg = pa.array(_col(bad, "message").astype("str"), pa.large_string())
-    tpl = pd.Series(template_unique(msg).to_numpy(zero_copy_only=False), index=bad.index, dtype="str")
-    cause = _col(bad, "cause").astype("str")
-    limit = status.isin(["timeout", "oom"]) & cause.str.startswith("limit:").fillna(False)
-    limit |= (tpl == "") & cause.notna()  # a process that died silently: its signal or exit status
-    if limit.any():  # a limit's printed tail is incidental; the limit is the category
-        tpl[limit] = template_unique(pa.array(cause[limit], pa.large_string())).to_numpy(zero_copy_only=False)
-    return pd.DataFrame({"stack_device": stack_device, "status": status, "stage": _text(_col(bad, "stage")),
-                         "error_type": _text(_col(bad, "error_type")), "template": tpl.replace("", "-")})[CRASH_KEY]
-
-
-def discrepancy_keys(df: pd.DataFrame) -> pd.DataFrame:
-    """The discrepancy-cluster key of every completed run that diverged (tensors or task level)."""
-    status, verdict = _col(df, "status"), _col(df, "verdict")
-    task = pd.to_numeric(_col(df, "task_agree"), errors="coerce") < 1
-    div = status.isin(["ok", "mismatch"]) & ((status == "mismatch") | verdict.isin(DIVERGENT_VERDICTS) | task)
-    d = df[div]
-    symptom = _text(_col(d, "symptom")).where(~task[div], "task").replace("-", "numeric")
-    return pd.DataFrame({"backend": _text(d["backend"]), "verdict": _text(_col(d, "verdict")), "symptom": symptom,
-                         "first_div_op": _text(_col(d, "first_div_op")),
-                         "output_dtype": _text(_col(d, "output_dtype")),
-                         "band": error_band(_col(d, "tol_ratio"))})[DIV_KEY]
-
-
-def _ids(keys: pd.DataFrame, kind: str) -> tuple[pd.Series, pd.DataFrame]:
-    """Per-row cluster id and the distinct keys (one hash per distinct key, not per row)."""
-    cols = list(keys.columns)
-    group = keys.groupby(cols, sort=False, dropna=False).ngroup()
-    uniq = keys.loc[~group.duplicated()].set_axis(group[~group.duplicated()].to_numpy())
-    uniq = uniq.sort_index()
-    uniq.insert(0, "cluster", [f"{kind[0]}-{signature_id(kind, *map(str, k))}" for k in uniq.itertuples(index=False)])
-    return pd.Series(uniq["cluster"].to_numpy()[group.to_numpy()], index=keys.index, dtype="str"), uniq
+def keys(df: pd.DataFrame) -> pd.DataFrame:
+    """Every record's bug key (``core.bugs.bug_keys``) on the records' index: ``kind`` (missing for a run
+    in no cluster), ``cluster`` and the key's parts."""
+    table = pa.Table.from_pandas(df[[c for c in KEY_COLUMNS if c in df.columns]], preserve_index=False)
+    return bug_keys(table).to_pandas().set_axis(df.index)
 
 
 def _narrow(df: pd.DataFrame) -> pd.DataFrame:
@@ -107,12 +59,7 @@ def _narrow(df: pd.DataFrame) -> pd.DataFrame:
 
 def assign(df: pd.DataFrame) -> pd.Series:
     """The cluster id of every record (missing for runs in no cluster), on the records' index."""
-    narrow = _narrow(df)
-    ids = pd.Series(pd.NA, index=narrow.index, dtype="str")
-    for kind, keys in (("crash", crash_keys(narrow)), ("discrepancy", discrepancy_keys(narrow))):
-        if len(keys):
-            ids.loc[keys.index] = _ids(keys, kind)[0]
-    return ids.set_axis(df.index)
+    return keys(_narrow(df))["cluster"].set_axis(df.index)
 
 
 def _lists(cid: pd.Series, values: pd.Series) -> pd.Series:
@@ -134,17 +81,18 @@ def _mutations(df: pd.DataFrame, cid: pd.Series) -> tuple[pd.Series, pd.Series]:
     return listed, unmutated
 
 
-def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: str, targets) -> pd.DataFrame:
-    cid, uniq = _ids(keys, kind)
+def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.DataFrame:
+    fields = FAILURE_FIELDS if kind == Kind.CRASH else DIVERGENCE_FIELDS
+    cid = keys["cluster"]
+    uniq = keys.loc[~cid.duplicated(), ["cluster", *fields]]
     rows = df.loc[keys.index]
     status = _text(rows["status"])
-    if kind == "crash":
+    if kind == Kind.CRASH:
         sev = status.map(SEVERITY).astype(int)
-        vend = rows["backend"].isin(targets) & status.isin(["crash", "timeout", "oom", "error"]) \
-            & _col(rows, "stage").isin(VENDOR_STAGES)
+        vend = rows["backend"].isin(targets) & status.isin(VENDOR_FAILURES) & _col(rows, "stage").isin(VENDOR_STAGES)
     else:
         sev = keys["symptom"].map(SEVERITY).fillna(2).astype(int)
-        vend = keys["verdict"] == "target-divergent"
+        vend = keys["verdict"] == Verdict.TARGET_DIVERGENT
     nodes = pd.to_numeric(_col(rows, "node_count"), errors="coerce").fillna(np.inf)
     order = pd.DataFrame({"c": cid, "n": nodes, "v": _text(rows["variant_id"])}).sort_values(["c", "n", "v"])
     rep = order.groupby("c", sort=False).head(1).set_index("c")
@@ -169,8 +117,8 @@ def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eage
     """Every cluster of a run's records, most severe, then vendor findings, then largest first."""
     df = _narrow(df)
     targets = set(df["backend"].unique()) - {reference, oracle} if "backend" in df else set()
-    parts = [_summarise(df, keys, kind, targets)
-             for kind, keys in (("crash", crash_keys(df)), ("discrepancy", discrepancy_keys(df))) if len(keys)]
+    k = keys(df)
+    parts = [_summarise(df, k[k["kind"] == kind], kind, targets) for kind in Kind if (k["kind"] == kind).any()]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
     out = pd.concat(parts, ignore_index=True)

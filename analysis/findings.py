@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .api import Run
-from .clusters import FAILED
+from core.bugs import FAILED
 from .table import markdown_table
 from .triage import describe
 

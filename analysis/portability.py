@@ -26,9 +26,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-COMPLETED = ("ok", "mismatch")
-BACKEND_FAILURES = ("error", "unsupported", "crash", "timeout", "oom")
-BACKEND_STAGES = ("convert", "compile", "run")
+from core.bugs import COMPLETED, VENDOR_STAGES, Status, Verdict
+
+BACKEND_FAILURES = (Status.ERROR, Status.UNSUPPORTED, Status.CRASH, Status.TIMEOUT, Status.OOM)
 DEFAULT_TOLERANCES = tuple(float(t) for t in np.logspace(-8, 0, 17))
 
 
@@ -37,7 +37,7 @@ def attempts(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     status = df["status"].to_numpy(dtype=object)
     completed = np.isin(status, COMPLETED)
     stage = df["stage"].to_numpy(dtype=object) if "stage" in df else np.full(len(df), None)
-    failed = np.isin(status, BACKEND_FAILURES) & np.isin(stage, BACKEND_STAGES)
+    failed = np.isin(status, BACKEND_FAILURES) & np.isin(stage, VENDOR_STAGES)
     return completed | failed, completed
 
 
@@ -213,7 +213,7 @@ def divergence(df: pd.DataFrame, reference: str = "eager@cpu", by: str | None = 
     """Per non-reference backend: completed runs, mismatches, vendor findings (target-divergent), rates."""
     _, done = attempts(df)
     d = df[[*_groups(df, by), "status", "verdict"]][done & (df["backend"] != reference).to_numpy()]
-    d = d.assign(_mismatch=d["status"] == "mismatch", _vendor=d["verdict"] == "target-divergent")
+    d = d.assign(_mismatch=d["status"] == Status.MISMATCH, _vendor=d["verdict"] == Verdict.TARGET_DIVERGENT)
     out = d.groupby(_groups(d, by)).agg(completed=("status", "size"), mismatches=("_mismatch", "sum"),
                                         vendor=("_vendor", "sum")).reset_index()
     out["mismatch_rate"] = out["mismatches"] / out["completed"]

@@ -21,6 +21,8 @@ import pandas as pd  # noqa: E402
 
 import matplotlib.patches  # noqa: E402
 
+from core.bugs import Status, Verdict  # noqa: E402
+
 from .api import Run  # noqa: E402
 from .clusters import LEVEL  # noqa: E402
 from .triage import describe  # noqa: E402
@@ -62,8 +64,9 @@ def _table(df: pd.DataFrame, empty: str = "nothing to show") -> str:
     return f'<div class="scroll">{table}</div>'
 
 
-STATUS_COLORS = {"ok": "#4dac26", "mismatch": "#f1a340", "error": "#d7191c", "unsupported": "#999999",
-                 "crash": "#67001f", "timeout": "#762a83", "oom": "#8c510a", "invalid": "#dddddd"}
+STATUS_COLORS = {Status.OK: "#4dac26", Status.MISMATCH: "#f1a340", Status.ERROR: "#d7191c",
+                 Status.UNSUPPORTED: "#999999", Status.CRASH: "#67001f", Status.TIMEOUT: "#762a83",
+                 Status.OOM: "#8c510a", Status.INVALID: "#dddddd"}
 SEVERITY_COLORS = {6: "#67001f", 5: "#b2182b", 4: "#d6604d", 3: "#f4a582", 2: "#4393c3", 1: "#bbbbbb", 0: "#dddddd"}
 
 
@@ -103,8 +106,8 @@ def _divergence(run: Run) -> tuple[str, str]:
 
     def draw(fig, ax):
         x = np.arange(len(d))
-        ax.bar(x - 0.2, d["mismatch_rate"], 0.4, label="mismatch")
-        ax.bar(x + 0.2, d["vendor_rate"], 0.4, label="target-divergent (vendor)")
+        ax.bar(x - 0.2, d["mismatch_rate"], 0.4, label=str(Status.MISMATCH))
+        ax.bar(x + 0.2, d["vendor_rate"], 0.4, label=f"{Verdict.TARGET_DIVERGENT} (vendor)")
         ax.set_xticks(x, d["backend"], rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("share of completed runs")
         ax.legend(fontsize=8)

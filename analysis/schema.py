@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from core.bugs import Status
+
 SCHEMA_VERSION = 1
 
 
@@ -40,7 +42,7 @@ class RunRecord:
     torch_version: str = ""
     versions: str = "{}"  # JSON: library versions in the worker
     # how it ended
-    status: str = "ok"  # ok mismatch crash error timeout oom unsupported invalid
+    status: str = Status.OK  # ok mismatch crash error timeout oom unsupported invalid
     stage: str | None = None  # build budget capture mutate convert compile run compare
     error_type: str | None = None
     message: str | None = None

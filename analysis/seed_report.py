@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .signature import template
+from core.bugs import Stage, Status
+
+from core.templates import template
 from .table import format_table, markdown_table
 
 STAGES = ["built", "within cap", "captured", "ran"]
@@ -13,10 +15,10 @@ def coverage(df: pd.DataFrame, listed: dict[str, int] | None = None) -> pd.DataF
     """Per source: listed, scanned, built, within the cap, captured, ran, and the rates that matter."""
     rows = []
     for source, g in df.groupby(df["source"].where(df["source"] != "", df["seed_id"].str.split("/").str[0])):
-        built = g[~((g["status"] != "skipped") & (g["stage"] == "build"))]
-        within = built[built["status"] != "skipped"]
-        captured = within[~within["stage"].isin(["capture"])]
-        ran = g[g["status"] == "ok"]
+        built = g[~((g["status"] != Status.SKIPPED) & (g["stage"] == Stage.BUILD))]
+        within = built[built["status"] != Status.SKIPPED]
+        captured = within[within["stage"] != Stage.CAPTURE]
+        ran = g[g["status"] == Status.OK]
         rows.append({"source": source, "listed": (listed or {}).get(source), "scanned": len(g),
                      "built": len(built), "within cap": len(within), "captured": len(captured), "ran": len(ran),
                      "ran / within cap": len(ran) / len(within) if len(within) else float("nan")})
@@ -24,7 +26,7 @@ def coverage(df: pd.DataFrame, listed: dict[str, int] | None = None) -> pd.DataF
 
 
 def top_failures(df: pd.DataFrame, n: int = 8) -> pd.DataFrame:
-    bad = df[~df["status"].isin(["ok", "skipped"])].copy()
+    bad = df[~df["status"].isin([Status.OK, Status.SKIPPED])].copy()
     if bad.empty:
         return pd.DataFrame(columns=["source", "stage", "error_type", "cause", "seeds", "example"])
     bad["cause"] = bad["message"].map(lambda m: template(m)[:120])
@@ -45,7 +47,7 @@ def render_seed_doc(df: pd.DataFrame, listed: dict[str, int], header: str) -> st
     """docs/seeds.md: coverage per source and the top failure causes, from a catalog."""
     cov = coverage(df, listed)
     fails = top_failures(df)
-    slow = df[df["status"] == "ok"].assign(total_s=lambda d: d["build_s"].fillna(0) + d["capture_s"].fillna(0)
+    slow = df[df["status"] == Status.OK].assign(total_s=lambda d: d["build_s"].fillna(0) + d["capture_s"].fillna(0)
                                            + d["run_s"].fillna(0))
     parts = [header, "## Coverage by source", "",
              "`built`: the constructor ran; `within cap`: at most the parameter cap; `captured`: "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from core.bugs import Kind, Stage
+
 from .table import format_table
 
 
@@ -35,7 +37,7 @@ def render_summary(df: pd.DataFrame) -> str:
 
 def describe(row) -> str:
     """One line that says what a cluster is: the error and its template, or the divergence."""
-    if row.kind == "crash":
+    if row.kind == Kind.CRASH:
         return f"{str(row.error_type).rsplit('.', 1)[-1]}: {row.template}"
     where = f" at {row.first_div_op}" if row.first_div_op not in (None, "-") else ""
     band = "" if row.band in (None, "-") else f", tol_ratio {row.band}"
@@ -43,7 +45,7 @@ def describe(row) -> str:
 
 
 def _where(row) -> str:
-    return row.stage if row.kind == "crash" else "compare"
+    return row.stage if row.kind == Kind.CRASH else Stage.COMPARE
 
 
 def _backends(row, width: int = 36) -> str:
@@ -60,7 +62,8 @@ def render_clusters(c: pd.DataFrame, limit: int = 50) -> str:
                          max_width=90)
     more = f"\n... {len(c) - limit} more clusters (--limit)" if len(c) > limit else ""
     return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \
-           f"{int((c['kind'] == 'crash').sum())} failure and {int((c['kind'] != 'crash').sum())} discrepancy clusters"
+           f"{int((c['kind'] == Kind.CRASH).sum())} failure and {int((c['kind'] != Kind.CRASH).sum())} discrepancy " \
+           f"clusters"
 
 
 def diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:

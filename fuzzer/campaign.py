@@ -6,16 +6,21 @@ Every problem is one line naming the file and the key or value, e.g.
 from __future__ import annotations
 
 import copy
-import difflib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
+from core.registry import did_you_mean
+from workers.compare import Settings
+from workers.pool import PoolSettings
 from workers.registry import BackendError, BackendSpec, parse_backend
+
+from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection,
+                       VariantSettings)
 
 from .campaign_schema import DEFAULTS, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
 
@@ -39,9 +44,7 @@ def _schema_error(source: str, err: jsonschema.ValidationError) -> str:
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(allowed))
         key = extra[0] if extra else "?"
-        hint = difflib.get_close_matches(key, allowed, n=1)
-        did = f" (did you mean '{hint[0]}'?)" if hint else f" (known: {', '.join(allowed)})"
-        return f"{source}: unknown key '{key}' at {where}{did}"
+        return f"{source}: unknown key '{key}' at {where}{did_you_mean(key, allowed)}"
     if err.validator == "required":
         return f"{source}: {where}: {err.message}"
     if err.validator in ("type", "oneOf") and err.context:
@@ -90,42 +93,36 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
 
 @dataclass
 class Campaign:
-    """A validated campaign with every default filled in (``config``) and resolved backends."""
+    """A validated campaign: every default filled in (``config``, as saved with the run) and every
+    section resolved once into typed settings."""
 
     config: dict
     source: str
-
-    @property
-    def name(self) -> str:
-        return self.config["name"]
+    name: str = ""
+    seed: int = 0
+    output: str = "runs"
+    seeds: list[SeedSelection] = field(default_factory=list)
+    capture: CaptureSettings | None = None
+    variants: VariantSettings | None = None
+    backends: BackendSet | None = None
+    run: RunSettings | None = None
+    compare: CompareSettings | None = None
+    address: str | None = None  # ray.address
+    num_cpus: int | None = None  # ray.num_cpus
 
     @property
     def reference(self) -> BackendSpec:
-        return backend_spec(self.config["backends"]["reference"], self.source, "backends.reference")
+        return self.backends.reference
 
     @property
     def oracle(self) -> BackendSpec | None:
-        o = self.config["backends"]["oracle"]
-        return None if o is None else backend_spec(o, self.source, "backends.oracle")
+        return self.backends.oracle
 
-    @property
-    def targets(self) -> list[BackendSpec]:
-        return [backend_spec(t, self.source, f"backends.targets[{i}]")
-                for i, t in enumerate(self.config["backends"]["targets"])]
-
-    def backends(self) -> list[BackendSpec]:
-        """Reference first, then the oracle, then the targets; duplicates dropped."""
-        out, seen = [], set()
-        for spec in [self.reference, self.oracle, *self.targets]:
-            if spec is not None and spec.name not in seen:
-                seen.add(spec.name)
-                out.append(spec)
-        return out
-
-    def pool(self, device: str) -> dict:
+    def pool(self, device: str) -> PoolSettings:
+        """The pool of one device kind, defaults filled in (one worker per core for the CPU)."""
         given = self.config["pools"].get(device, {})
         base = dict(POOL_DEFAULTS, workers=max(1, os.cpu_count() or 1) if device == "cpu" else 1)
-        return {**base, **given}
+        return PoolSettings(device=device, **{**base, **given})
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.config, sort_keys=False)
@@ -162,33 +159,53 @@ def from_dict(given: dict, source: str = "campaign", default_name: str = "campai
         config["variants"][key] = _as_list(config["variants"][key])
     for s in config["seeds"]:
         s["include"], s["exclude"] = _as_list(s["include"]), _as_list(s["exclude"])
-    campaign = Campaign(config, source)
-    _check_names(campaign)
-    return campaign
+    return _resolve(config, source)
 
 
-def _check_names(c: Campaign) -> None:
+def _resolve(config: dict, source: str) -> Campaign:
+    """Every section of a filled-in config as typed settings; names checked on the way."""
     from seeds import source_names
 
-    known = source_names()
-    for i, s in enumerate(c.config["seeds"]):
-        if s["source"] not in known:
-            hint = difflib.get_close_matches(s["source"], known, n=1)
-            did = f" (did you mean '{hint[0]}'?)" if hint else f" (known: {', '.join(known)})"
-            raise CampaignError(f"{c.source}: seeds[{i}].source: unknown seed source '{s['source']}'{did}")
-    c.backends()  # parses every entry: one line for the first bad name
-    if not c.targets:
-        raise CampaignError(f"{c.source}: backends.targets: name at least one target backend")
-    if c.oracle is not None and c.oracle.device != c.reference.device:
-        raise CampaignError(f"{c.source}: backends.oracle: the oracle must run on the reference's device "
-                            f"({c.reference.device})")
-    labels = [s.name for s in [c.reference, c.oracle, *c.targets] if s is not None]
-    dup = {n for n in labels if labels.count(n) > 1 and n not in (c.reference.name, getattr(c.oracle, "name", None))}
-    if dup:
-        raise CampaignError(f"{c.source}: backends: {sorted(dup)[0]} is named twice; give one a 'label'")
     from .mutators import MutatorError, resolve_mutators
 
+    known = source_names()
+    for i, s in enumerate(config["seeds"]):
+        if s["source"] not in known:
+            raise CampaignError(f"{source}: seeds[{i}].source: unknown seed source '{s['source']}'"
+                                f"{did_you_mean(s['source'], known)}")
+    b, v, r, cmp_cfg = config["backends"], config["variants"], config["run"], config["compare"]
+    backends = BackendSet(
+        reference=backend_spec(b["reference"], source, "backends.reference"),
+        oracle=None if b["oracle"] is None else backend_spec(b["oracle"], source, "backends.oracle"),
+        targets=[backend_spec(t, source, f"backends.targets[{i}]") for i, t in enumerate(b["targets"])],
+        skip_unavailable=b["skip_unavailable"])
+    _check_backends(backends, source)
     try:
-        resolve_mutators(c.config["variants"]["mutators"], c.config["variants"]["exclude_mutators"])
+        mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
     except MutatorError as e:
-        raise CampaignError(f"{c.source}: variants.mutators: {e}") from None
+        raise CampaignError(f"{source}: variants.mutators: {e}") from None
+    return Campaign(
+        config, source, name=config["name"], seed=config["seed"], output=config["output"],
+        seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"]) for s in config["seeds"]],
+        capture=CaptureSettings(**config["capture"]),
+        variants=VariantSettings(v["per_seed"], v["include_seed"], v["mutations"], mutators, v["guidance"],
+                                 v["max_tries"]),
+        backends=backends,
+        run=RunSettings(**r),
+        compare=CompareSettings(Settings.from_dict({k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")}),
+                                cmp_cfg["sweep"], cmp_cfg["detection_adapter"], cmp_cfg["align"],
+                                cmp_cfg["align_scope"]),
+        address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
+
+
+def _check_backends(b: BackendSet, source: str) -> None:
+    if not b.targets:
+        raise CampaignError(f"{source}: backends.targets: name at least one target backend")
+    if b.oracle is not None and b.oracle.device != b.reference.device:
+        raise CampaignError(f"{source}: backends.oracle: the oracle must run on the reference's device "
+                            f"({b.reference.device})")
+    labels = [s.name for s in [b.reference, b.oracle, *b.targets] if s is not None]
+    fixed = (b.reference.name, b.oracle.name if b.oracle else None)
+    dup = {n for n in labels if labels.count(n) > 1 and n not in fixed}
+    if dup:
+        raise CampaignError(f"{source}: backends: {sorted(dup)[0]} is named twice; give one a 'label'")

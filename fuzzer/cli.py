@@ -29,13 +29,14 @@ def cmd_run(args) -> int:
     import yaml
 
     from analysis.triage import render_summary
+    from core.bugs import Status, Verdict
 
     from .campaign import CampaignError, first_difference, from_dict, load_campaign
     from .plan import select_seeds
 
     campaign = load_campaign(args.campaign)
     seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
-    run_dir = Path(args.out) if args.out else Path(campaign.config["output"]) / campaign.name
+    run_dir = Path(args.out) if args.out else Path(campaign.output) / campaign.name
     resolved = campaign.to_yaml()
     stored = run_dir / "campaign.yaml"
     if stored.exists():
@@ -50,7 +51,7 @@ def cmd_run(args) -> int:
     from .driver import Driver
 
     driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
-    if not (args.address or campaign.config["ray"]["address"]):
+    if not (args.address or campaign.address):
         driver.check_available()
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = stored.with_suffix(".yaml.tmp")
@@ -65,11 +66,11 @@ def cmd_run(args) -> int:
     df = _records(str(run_dir))
     print(render_summary(df))
     counts = df["status"].value_counts()
-    vendor = int((df["verdict"] == "target-divergent").sum()) if "verdict" in df else 0
+    vendor = int((df["verdict"] == Verdict.TARGET_DIVERGENT).sum()) if "verdict" in df else 0
     print(f"\n{len(df)} runs of {df['variant_id'].nunique()} variants from {df['seed_id'].nunique()} seeds: "
-          f"{int(counts.get('mismatch', 0))} mismatches ({vendor} blamed on the target), "
-          f"{int(counts.get('crash', 0))} crashes, {int(counts.get('error', 0))} errors, "
-          f"{int(counts.get('timeout', 0))} timeouts")
+          f"{int(counts.get(Status.MISMATCH, 0))} mismatches ({vendor} blamed on the target), "
+          f"{int(counts.get(Status.CRASH, 0))} crashes, {int(counts.get(Status.ERROR, 0))} errors, "
+          f"{int(counts.get(Status.TIMEOUT, 0))} timeouts")
     print(f"results: {run_dir}   (triage: gapfuzz triage {run_dir})")
     return 0
 
@@ -118,12 +119,12 @@ def cmd_diff(args) -> int:
 def cmd_repro(args) -> int:
     from analysis.store import ResultsError
 
-    from .repro import reproduce_cluster
+    from .repro import ReproError, reproduce_cluster
 
     _run(args.run_dir)  # a bad folder is one clear line before anything is built
     try:
         r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries)
-    except ResultsError as e:
+    except (ResultsError, ReproError) as e:
         raise UserError(str(e)) from None
     if r.status == "not-reproduced" and not r.nodes_after:
         print(f"the cluster's representative did not show the bug again ({r.predicate_calls} tries): "

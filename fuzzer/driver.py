@@ -1,13 +1,15 @@
 """Drive a campaign on Ray: builds on the CPU pool, runs on each backend's device pool.
 
-Per variant, the pool of the reference runs first (reference, oracle and that pool's
-targets, compared in place); other pools get the reference outputs through the object
-store. Records are buffered and flushed as whole files; a killed campaign resumes from
-what was written.
+Read top-down: ``run`` plans what is still to do, starts Ray and the pools, and loops; the loop
+fills idle workers (``_fill``: a seed build, or a built variant's next pool) and hands what ends
+to ``_built`` (a ``SeedBuild``: variants to run, or one failure record) or ``_ran`` (the
+``RunOutcome``s of one pool: records). Per variant, the pool of the reference runs first
+(reference, oracle and that pool's targets, compared in place); other pools get the reference
+outputs through the object store. Scheduling is the ``Dispatcher``'s, writing the ``RecordSink``'s.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import os
 import time
@@ -17,33 +19,35 @@ from pathlib import Path
 
 import ray
 
-from analysis.catalog import Catalog
-from analysis.store import RecordBuffer, RecordStore
+from core.bugs import Stage, Status, bug_key_list
 from workers.align import AlignLedger
-from workers.pool import PoolSettings, start_pool
-from workers.registry import unavailable_reason
+from workers.dispatch import Dispatcher, Done
+from workers.messages import CallReply, JudgeSettings, RunRequest
+from workers.outcome import RunOutcome
+from workers.pool import PoolSettings, connect, start_pool
 
 from .campaign import Campaign, CampaignError
+from .generate import build_seed_variants
 from .guidance import Feedback
-from .mutators import resolve_mutators
-from .mutators.injection import POOL
+from .messages import BuildRequest, BuiltVariant, SeedBuild
 from .plan import SeedWork, plan, seed_failure_id, select_seeds
 from .progress import Progress
+from .records import catalog_row, run_record, seed_failure_record
 from .session import SessionStats
-from .records import catalog_row, cluster_key, run_record, seed_failure_record
+from .sink import RecordSink
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
-MAX_INFLIGHT = 2  # per worker: one running, one queued behind it
 
 
 @dataclass
 class VariantWork:
-    seed_id: str
-    seed: dict
-    meta: dict  # everything the build said about the variant except its payload
+    """A built variant on its way through the pools that still owe it runs."""
+
+    build: SeedBuild
+    variant: BuiltVariant
     payload: object  # ObjectRef
-    missing: set[str]
+    missing: set[str]  # backends still to run
     devices: deque = field(default_factory=deque)  # pools still to run, home pool first
     home: object = None  # ObjectRef to the reference/oracle outputs
     builder: object = None  # the worker that built it: it runs it without a transfer
@@ -51,63 +55,71 @@ class VariantWork:
 
 class Driver:
     def __init__(self, campaign: Campaign, run_dir: Path, address: str | None = None, progress: bool = True):
-        self.c, self.run_dir, self.address = campaign, Path(run_dir), address
-        self.store = RecordStore(run_dir)
-        self.catalog: list = []  # seed catalog rows, written with the records
-        self.buffer = RecordBuffer(self.store, max_records=campaign.config["run"]["flush_every"], max_age_s=10)
-        self.specs = {s.name: s for s in campaign.backends()}
+        self.c, self.run_dir, self.address = campaign, Path(run_dir), address or campaign.address
+        self.specs = {s.name: s for s in campaign.backends.all()}
+        self.ref_name = campaign.reference.name
+        self.oracle_name = campaign.oracle.name if campaign.oracle else None
         self.home = campaign.reference.device
-        self.devices = sorted({s.device for s in self.specs.values()} | {BUILD_DEVICE},
-                              key=lambda d: (d != self.home, d))
-        self.show_progress = progress
-        self.started_ray = False
+        self.progress = Progress(0, enabled=progress)
         self.stats = SessionStats(self.run_dir)
-        self.ledger = None  # the campaign's AlignLedger actor, for compare.align_scope: seed
+        self.sink = RecordSink(self.run_dir, campaign.run.flush_every, self.progress, self.stats)
+        self.feedback = Feedback(campaign.variants.mutators)
+        self.dispatch = Dispatcher()
+        self.pools: dict[str, list] = {}
+        self.judge: JudgeSettings | None = None  # made once Ray runs (its ledger is an actor)
+        self.started_ray = False
+        self.seeds_total = self.seeds_done = self.variants_done = 0
 
-    # ------------------------------------------------------------------ setup
+    @property
+    def devices(self) -> list[str]:
+        """The device kinds with a pool, the reference's first."""
+        return sorted({s.device for s in self.specs.values()} | {BUILD_DEVICE}, key=lambda d: (d != self.home, d))
+
     def check_available(self) -> None:
         """Unavailable backends are an error, or dropped with a warning when the campaign says so."""
-        skip = self.c.config["backends"]["skip_unavailable"]
         for spec in list(self.specs.values()):
-            why = unavailable_reason(spec)
-            if why and skip and spec.name not in (self.c.reference.name, getattr(self.c.oracle, "name", None)):
+            why = spec.unavailable_reason()
+            if why and self.c.backends.skip_unavailable and spec.name not in (self.ref_name, self.oracle_name):
                 log.warning("skipping backend %s: %s", spec.name, why)
                 del self.specs[spec.name]
             elif why:
                 raise CampaignError(f"{self.c.source}: backend {spec.name} is not available here: {why}")
         if len(self.specs) <= 1 + (self.c.oracle is not None):
             raise CampaignError(f"{self.c.source}: no target backend is available here")
-        self.devices = sorted({s.device for s in self.specs.values()} | {BUILD_DEVICE},
-                              key=lambda d: (d != self.home, d))
 
-    def start_ray(self) -> None:
-        if ray.is_initialized():
+    # ------------------------------------------------------------------ the campaign
+    def run(self, seed_ids: list[str] | None = None) -> None:
+        seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
+        work = plan(self.c, seed_ids, self.sink.store.done_keys(), list(self.specs))
+        self.progress.total = sum(len(m) for w in work for m in w.missing.values())
+        self.seeds_total, self.seeds_done = len(seed_ids), len(seed_ids) - len(work)
+        if not work:
             return
-        addr = self.address or self.c.config["ray"]["address"]
-        if addr:
-            ray.init(address=addr, logging_level=logging.ERROR, log_to_driver=False)
-            return
-        need = sum(self.c.pool(d)["workers"] * self.c.pool(d)["cpus_per_worker"] for d in self.devices)
-        cpus = self.c.config["ray"]["num_cpus"] or max(os.cpu_count() or 1, int(need + 0.999))
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        self.started_ray = True
+        t0 = time.monotonic()
+        cpus = sum(self.c.pool(d).workers * self.c.pool(d).cpus_per_worker for d in self.devices)
+        self.started_ray = connect(self.address, self.c.num_cpus or max(os.cpu_count() or 1, int(cpus + 0.999)))
+        cut_short = True
+        try:
+            self._start_pools()
+            self.stats["start_s"] = time.monotonic() - t0  # Ray and warm workers, before the first build
+            self._loop(deque(work))
+            cut_short = False
+        finally:
+            self.sink.flush()
+            self.progress.close()
+            self._finish(wait_s=2.0 if cut_short else 10.0)
 
-    def start_pools(self) -> None:
-        self.pools, self.load = {}, {}
-        if self.c.config["compare"]["align_scope"] == "seed":
-            self.ledger = ray.remote(num_cpus=0)(AlignLedger).remote()
+    def _start_pools(self) -> None:
+        c = self.c
+        ledger = ray.remote(num_cpus=0)(AlignLedger).remote() if c.compare.align_scope == "seed" else None
+        self.judge = JudgeSettings(self.ref_name, self.oracle_name, c.run.timeout_s, c.run.repeats,
+                                   c.run.retry_faults, c.compare.settings, c.compare.detection_adapter,
+                                   c.compare.align, ledger)
         for device in self.devices:
-            settings = self._pool_settings(device)
+            settings = c.pool(device)
             self._check_resources(settings)
             self.pools[device] = start_pool(settings)
-            for a in self.pools[device]:
-                self.load[a] = 0
-
-    def _pool_settings(self, device: str, workers: int | None = None) -> PoolSettings:
-        cfg = self.c.pool(device)
-        return PoolSettings(device=device, workers=workers or cfg["workers"], cpus_per_worker=cfg["cpus_per_worker"],
-                            gpus_per_worker=cfg["gpus_per_worker"], threads=cfg["threads"],
-                            memory_gb=cfg["memory_gb"], env=cfg["env"] or None)
+            self.dispatch.add(self.pools[device])
 
     def _check_resources(self, s: PoolSettings) -> None:
         have = ray.cluster_resources()
@@ -118,159 +130,101 @@ class Driver:
                 raise CampaignError(f"pool {s.device}: the Ray cluster has no {key!r} resource for its workers "
                                     f"(has: {', '.join(sorted(have))})")
 
-    # ------------------------------------------------------------------ dispatch
-    def _idle(self, device: str, prefer=None):
-        """The least loaded worker of a pool with room, ``prefer`` among equals; None if all are full."""
-        actors = self.pools.get(device) or []
-        best = min(actors, key=lambda a: (self.load[a], a is not prefer), default=None)
-        return best if best is not None and self.load[best] < MAX_INFLIGHT else None
-
-    def _settings(self, vw: VariantWork) -> dict:
-        r, cmp_cfg = self.c.config["run"], self.c.config["compare"]
-        return {"reference": self.c.reference.name, "oracle": self.c.oracle.name if self.c.oracle else None,
-                "timeout_s": r["timeout_s"], "repeats": r["repeats"], "retry_faults": r["retry_faults"],
-                "compare": {k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")},
-                "output_kind": (vw.seed or {}).get("output_kind", "tensor"),
-                "output_names": vw.meta.get("output_names", []),
-                "detection_adapter": cmp_cfg["detection_adapter"], "align": cmp_cfg["align"],
-                "ledger": self.ledger}
-
-    def submit_build(self, actor, work: SeedWork):
-        v = self.c.config["variants"]
-        snapshot = None if v["guidance"] == "uniform" else self.feedback.snapshot(v["guidance"])
-        cap = self.c.config["capture"]
-        args = (work.seed_id, work.indices, v, self.c.config["seed"], self.mutators, cap["max_params"], snapshot,
-                cap["cache"])
-        return actor.call.remote("fuzzer.generate:build_seed_variants", args, {},
-                                 timeout=self.c.config["capture"]["timeout_s"], put_key="payload")
-
-    def submit_run(self, actor, vw: VariantWork, device: str):
-        names = [n for n, s in self.specs.items() if s.device == device and
-                 (n in vw.missing or (device == self.home and n in (self.ref_name, self.oracle_name)))]
-        specs = [self.specs[n].to_dict() for n in names]
-        outcomes, home = actor.run_variant.options(num_returns=2).remote(
-            vw.meta["variant_id"], [vw.payload], specs, self._settings(vw), vw.home)  # in a list: fetched if needed
-        if device == self.home:
-            vw.home = home
-        return outcomes
-
-    # ------------------------------------------------------------------ results
-    def on_build(self, work: SeedWork, reply: dict, builder=None) -> list[VariantWork]:
-        if "value" not in reply:
-            fault, err = reply.get("fault"), reply.get("error")
-            result = ({"status": fault["status"], "stage": "capture", "error_type": fault["cause"],
-                       "message": fault["message"], "cause": fault["cause"]} if fault else
-                      {"status": "error", "stage": "capture", **{k: err[k] for k in ("error_type", "message")}})
-            result["seed"] = None
-        else:
-            result = reply["value"]
-        self.catalog.append(catalog_row(work.seed_id, result))
-        if len(self.catalog) >= 20:
-            self._write_catalog()
-        if result["status"] != "ok":
-            rec = seed_failure_record(self.c.name, work.seed_id, result, self.ref_name, self.home,
-                                      seed_failure_id(work.seed_id))
-            self.buffer.add([rec])
-            self.progress.status[rec.status] += 1
-            self.progress.total -= sum(len(m) for m in work.missing.values()) - 1
-            return []
-        self.stats["builds"].append({k: result.get(k) for k in ("seed_id", "capture_s", "build_s", "tried",
-                                                                "rejected")})
-        out = []
-        for v in result["variants"]:
-            index = int(v["variant_id"].rsplit("#", 1)[1])
-            payload = v.pop("payload")
-            v["capture_s"] = result.get("capture_s")
-            missing = work.missing.get(index, set())
-            devices = deque(d for d in self.devices if any(self.specs[n].device == d for n in missing)
-                            or d == self.home)
-            out.append(VariantWork(work.seed_id, result["seed"], v, payload, missing, devices, builder=builder))
-        return out
-
-    def _write_catalog(self) -> None:
-        Catalog(self.run_dir).write(self.catalog)
-        self.catalog = []
-
-    def on_run(self, vw: VariantWork, outcomes: list[dict]) -> None:
-        names = vw.meta.get("output_names")
-        recs = [run_record(self.c.name, vw.seed_id, vw.seed, vw.meta, o, names) for o in outcomes
-                if o["backend"] in vw.missing]
-        for r in recs:
-            self.progress.status[r.status] += 1
-        t0 = time.perf_counter()
-        self.buffer.add(recs)
-        self.stats["write_s"] += time.perf_counter() - t0
-        targets = [(r.backend, r.status, cluster_key(r)) for r in recs
-                   if r.backend not in (self.ref_name, self.oracle_name)]
-        if targets:
-            self.feedback.update(json.loads(vw.meta["recipe"])["mutations"], vw.meta.get("ops", []), targets)
-
-    def on_lost(self, vw: VariantWork, device: str, err: Exception) -> None:
-        """A worker actor died (not a backend fault: the sandbox isolates those)."""
-        for n, s in self.specs.items():
-            if s.device == device and n in vw.missing:
-                o = {"backend": n, "stack": s.stack, "device": device, "status": "error", "stage": "run",
-                     "error_type": "WorkerLost", "message": str(err)[:2000]}
-                self.on_run(vw, [o])
-
-    # ------------------------------------------------------------------ main loop
-    def run(self, seed_ids: list[str] | None = None) -> None:
-        self.ref_name = self.c.reference.name
-        self.oracle_name = self.c.oracle.name if self.c.oracle else None
-        v = self.c.config["variants"]
-        self.mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
-        self.feedback = Feedback(self.mutators, pool_ops=sorted(POOL))
-        seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
-        work = plan(self.c, seed_ids, self.store.done_keys(), list(self.specs))
-        total = sum(len(m) for w in work for m in w.missing.values())
-        self.progress = Progress(total, enabled=self.show_progress)
-        self.seeds_total, self.seeds_done, self.variants_done = len(seed_ids), len(seed_ids) - len(work), 0
-        if not work:
-            return
-        t0 = time.monotonic()
-        self.start_ray()
-        cut_short = True
-        try:
-            self.start_pools()
-            self.stats["start_s"] = time.monotonic() - t0  # Ray and warm workers, before the first build
-            self._loop(deque(work))
-            cut_short = False
-        finally:
-            self.buffer.flush()
-            self._write_catalog()
-            self.progress.close()
-            self._finish(wait_s=2.0 if cut_short else 10.0)
-
     def _loop(self, builds: deque) -> None:
         ready: deque[VariantWork] = deque()
-        inflight: dict = {}
-        while builds or ready or inflight:
-            self._fill(builds, ready, inflight)
-            if not inflight:
+        while builds or ready or self.dispatch:
+            self._fill(builds, ready)
+            if not self.dispatch:
                 break
-            done, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
-            for ref in done:
-                kind, item, actor, device = inflight.pop(ref)
-                self.load[actor] -= 1
-                try:
-                    value = ray.get(ref)
-                except ray.exceptions.RayActorError as e:
-                    if kind == "build":
-                        value = {"error": {"error_type": "WorkerLost", "message": str(e)[:2000]}}
-                    else:
-                        self.on_lost(item, device, e)
-                        self._replace(actor, device)
-                        self._next_pool(item, ready)
-                        continue
-                if kind == "build":
+            for done in self.dispatch.wait():
+                if done.lost is not None:
+                    self._replace(done.actor)
+                if isinstance(done.job, SeedWork):
                     self.seeds_done += 1
-                    ready.extend(self.on_build(item, value, actor))
+                    ready.extend(self._built(done))
                 else:
-                    self.on_run(item, value)
-                    self._next_pool(item, ready)
+                    self._ran(done.job, done)
+                    self._next_pool(done.job, ready)
             self.progress.context = f"seeds {self.seeds_done}/{self.seeds_total}  variants {self.variants_done}"
             self.progress.update()
             self.stats.poll(self._actors())
+
+    def _fill(self, builds: deque, ready: deque) -> None:
+        """Give every idle worker work: a ready variant's next pool, else (CPU) the next seed's build."""
+        progress = True
+        while progress:
+            progress = False
+            for vw in list(ready):
+                device = vw.devices[0]
+                actor = self.dispatch.idle(self.pools[device], vw.builder)
+                if actor is not None and actor is not vw.builder and builds and device == BUILD_DEVICE and \
+                        vw.builder in self.dispatch.load:
+                    continue  # its builder runs it with no transfer; a free worker builds the next seed
+                if actor is not None:
+                    ready.remove(vw)
+                    self._submit_run(actor, vw)
+                    progress = True
+            actor = self.dispatch.idle(self.pools[BUILD_DEVICE])
+            waiting = any(vw.devices[0] == BUILD_DEVICE and vw.builder is actor for vw in ready)
+            if builds and actor is not None and not waiting:
+                self._submit_build(actor, builds.popleft())
+                progress = True
+
+    def _submit_build(self, actor, work: SeedWork) -> None:
+        v = self.c.variants
+        request = BuildRequest(work.seed_id, work.indices, v, self.c.seed, self.c.capture.max_params,
+                               None if v.guidance == "uniform" else self.feedback.snapshot(v.guidance),
+                               self.c.capture.cache)
+        ref = actor.call.remote(build_seed_variants, request, timeout=self.c.capture.timeout_s, keep_payloads=True)
+        self.dispatch.submit(ref, actor, work)
+
+    def _submit_run(self, actor, vw: VariantWork) -> None:
+        device = vw.devices[0]
+        home_runs = (self.ref_name, self.oracle_name) if device == self.home else ()
+        specs = [s for n, s in self.specs.items() if s.device == device and (n in vw.missing or n in home_runs)]
+        seed = vw.build.seed
+        request = RunRequest(vw.variant.variant_id, vw.build.seed_id, vw.payload, specs, self.judge,
+                             seed.output_kind if seed else "tensor", vw.variant.output_names)
+        outcomes, home = actor.run_variant.options(num_returns=2).remote(request, vw.home)
+        if device == self.home:
+            vw.home = home
+        self.dispatch.submit(outcomes, actor, vw)
+
+    # ------------------------------------------------------------------ what came back
+    def _built(self, done: Done) -> list[VariantWork]:
+        work: SeedWork = done.job
+        reply: CallReply | None = done.value
+        build = SeedBuild.from_reply(work.seed_id, reply, done.lost)
+        self.sink.catalog_row(catalog_row(build))
+        if not build.ok:
+            rec = seed_failure_record(self.c.name, build, self.ref_name, self.home, seed_failure_id(work.seed_id))
+            self.sink.records([rec])
+            self.progress.total -= sum(len(m) for m in work.missing.values()) - 1
+            return []
+        self.stats["builds"].append({"seed_id": build.seed_id, "capture_s": build.capture_s, "build_s": build.build_s,
+                                     "tried": build.tried, "rejected": build.rejected})
+        out = []
+        for v in build.variants:
+            missing = work.missing.get(v.index, set())
+            devices = deque(d for d in self.devices if d == self.home or any(self.specs[n].device == d for n in missing))
+            payload = build.payloads.pop(v.variant_id)  # each variant holds its own payload, freed when it is done
+            out.append(VariantWork(build, v, payload, missing, devices, builder=done.actor))
+        return out
+
+    def _ran(self, vw: VariantWork, done: Done) -> None:
+        if done.lost is not None:  # the worker died (not a backend fault: the sandbox isolates those)
+            outcomes = [RunOutcome(backend=n, stack=s.stack, device=s.device, status=Status.ERROR, stage=Stage.RUN,
+                                   error_type="WorkerLost", message=str(done.lost)[:2000])
+                        for n, s in self.specs.items() if s.device == vw.devices[0] and n in vw.missing]
+        else:
+            outcomes = done.value
+        recs = [run_record(self.c.name, vw.build, vw.variant, o) for o in outcomes if o.backend in vw.missing]
+        self.sink.records(recs)
+        targets = [r for r in recs if r.backend not in (self.ref_name, self.oracle_name)]
+        if targets and self.c.variants.guidance != "uniform":
+            keys = bug_key_list([vars(r) for r in targets])
+            self.feedback.update(vw.variant.recipe.mutations, vw.variant.ops,
+                                 [(r.backend, r.status, k.id if k else None) for r, k in zip(targets, keys)])
 
     def _next_pool(self, vw: VariantWork, ready: deque) -> None:
         vw.devices.popleft()
@@ -279,37 +233,16 @@ class Driver:
         else:
             self.variants_done += 1
 
-    def _fill(self, builds: deque, ready: deque, inflight: dict) -> None:
-        progress = True
-        while progress:
-            progress = False
-            for vw in list(ready):
-                actor = self._idle(vw.devices[0], vw.builder)
-                if actor is not None and actor is not vw.builder and builds and vw.builder in self.load and \
-                        vw.devices[0] == BUILD_DEVICE:
-                    continue  # its builder runs it with no transfer; a free worker builds the next seed
-                if actor is not None:
-                    ready.remove(vw)
-                    inflight[self.submit_run(actor, vw, vw.devices[0])] = ("run", vw, actor, vw.devices[0])
-                    self.load[actor] += 1
-                    progress = True
-            actor = self._idle(BUILD_DEVICE)
-            waiting = sum(1 for vw in ready if vw.devices[0] == BUILD_DEVICE and vw.builder is actor)
-            if builds and actor is not None and not waiting:
-                work = builds.popleft()
-                inflight[self.submit_build(actor, work)] = ("build", work, actor, BUILD_DEVICE)
-                self.load[actor] += 1
-                progress = True
-
-    def _replace(self, actor, device: str) -> None:
+    def _replace(self, actor) -> None:
+        """A fresh worker in place of one whose actor died."""
+        device = next(d for d, actors in self.pools.items() if actor in actors)
         ray.kill(actor, no_restart=True)
-        fresh = start_pool(self._pool_settings(device, workers=1))[0]
+        fresh = start_pool(dataclasses.replace(self.c.pool(device), workers=1))[0]
         self.pools[device] = [fresh if a is actor else a for a in self.pools[device]]
-        self.load.pop(actor, None)
-        self.load[fresh] = 0
+        self.dispatch.replace(actor, fresh)
 
     def _actors(self) -> list:
-        return [a for actors in getattr(self, "pools", {}).values() for a in actors]
+        return [a for actors in self.pools.values() for a in actors]
 
     def _finish(self, wait_s: float) -> None:
         """Stop the workers, all at once. A worker still inside a run (after Ctrl-C or an error) would

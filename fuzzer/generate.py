@@ -1,8 +1,8 @@
 """Turn a seed into variants: build, capture, mutate, validate on the reference.
 
 ``build_seed_variants`` runs inside a worker's sandbox (a crash in torch.export costs
-one record); it returns plain data: seed facts, and per variant its recipe, payload and
-graph facts, or the stage and reason the seed failed.
+one record); it answers a ``BuildRequest`` with a ``SeedBuild``: the seed's facts and per
+variant its recipe, graph facts and payload, or the stage and reason the seed failed.
 """
 from __future__ import annotations
 
@@ -12,17 +12,20 @@ from collections import Counter
 
 import torch
 
+from core.bugs import Stage, Status, Verdict, describe
+from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from seeds import create_seed
 from seeds.capture import Captured, CaptureError, capture
 from seeds.capture_cache import CaptureCache
-from workers.backends.eager import EagerFp64
+from seeds.spec import SeedInfo
+from workers.backends.eager import prepare_eager_fp64
 from workers.compare import Settings, attribute, compare
-from workers.faults import describe
-from workers.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 
 from .guidance import Chooser
+from .messages import BuildRequest, BuiltVariant, Guidance, SeedBuild
 from .mutators import Rejected, get_mutator
 from .recipe import Recipe, variant_id, variant_rng_seed
+from .settings import VariantSettings
 from .validate import Evaluation, evaluate
 
 
@@ -39,11 +42,11 @@ def all_nonfinite(outputs: list) -> bool:
 class Generator:
     """Draws mutation sequences for one seed; counts what it rejects, per mutator."""
 
-    def __init__(self, base: Evaluation, gen: dict, campaign_seed: int, mutators: list[str],
-                 guidance: dict | None = None):
-        self.base, self.seed_outputs, self.gen = base, base.outputs, gen
-        self.campaign_seed, self.mutators = campaign_seed, mutators
-        self.chooser = Chooser(mutators, guidance)
+    def __init__(self, base: Evaluation, settings: VariantSettings, campaign_seed: int,
+                 guidance: Guidance | None = None):
+        self.base, self.seed_outputs, self.gen = base, base.outputs, settings
+        self.campaign_seed, self.mutators = campaign_seed, settings.mutators
+        self.chooser = Chooser(self.mutators, guidance)
         self.tried: Counter = Counter()
         self.rejected: Counter = Counter()
         self.seed_nonfinite = all_nonfinite(self.seed_outputs)
@@ -58,11 +61,10 @@ class Generator:
         return ev
 
     def mutate_once(self, current: Evaluation, rng: random.Random):
-        for _ in range(self.gen["max_tries"]):
+        for _ in range(self.gen.max_tries):
             name = self.chooser.choose(rng)
             mutator = get_mutator(name)
-            if hasattr(mutator, "pool_weights"):
-                mutator.pool_weights = self.chooser.pool_weights()
+            mutator.choice_weights = self.chooser.choice_weights(name)
             self.tried[name] += 1
             params = mutator.propose(current.variant, rng)
             if params is None:
@@ -79,20 +81,21 @@ class Generator:
     def variant(self, seed_id: str, index: int) -> tuple[Recipe, Evaluation]:
         rng_seed = variant_rng_seed(self.campaign_seed, seed_id, index)
         recipe, current = Recipe(seed_id, [], rng_seed), self.base
-        if index == 0 and self.gen["include_seed"] or not self.mutators:
+        if index == 0 and self.gen.include_seed or not self.mutators:
             return recipe, current
         rng = random.Random(rng_seed)
-        for _ in range(self.gen["mutations"]):
+        for _ in range(self.gen.mutations):
             current, step = self.mutate_once(current, rng)
             if step is not None:
                 recipe.mutations.append(step)
         return recipe, current
 
 
-def _failure(seed_id: str, stage: str, exc: BaseException, info=None) -> dict:
+def _failure(seed_id: str, stage: Stage, exc: BaseException, info: dict | None = None,
+             error_type: str | None = None) -> SeedBuild:
     d = describe(exc)
-    return {"seed_id": seed_id, "status": "error", "stage": stage, "error_type": d["error_type"],
-            "message": d["message"], "seed": info, "variants": []}
+    return SeedBuild(seed_id=seed_id, status=Status.ERROR, stage=stage, error_type=error_type or d["error_type"],
+                     message=d["message"], seed=SeedInfo(**info) if info else None)
 
 
 def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, bool]:
@@ -103,7 +106,7 @@ def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, 
     if close.passed:
         return close.tol_ratio, True
     v = attribute(outputs, seed_outputs, seed_oracle(), Settings())
-    return v.closeness.tol_ratio, v.verdict == "agree"
+    return v.closeness.tol_ratio, v.verdict == Verdict.AGREE
 
 
 def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tuple[dict, Captured]:
@@ -116,7 +119,7 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tu
     try:
         built = create_seed(seed_id)
     except Exception as e:  # noqa: BLE001 - a seed that does not build is a record
-        raise CaptureError("build", describe(e)["message"]) from e
+        raise CaptureError(Stage.BUILD, describe(e)["message"]) from e
     info = built.info.to_dict()
     cap = capture(built, max_params)
     if cache:
@@ -124,53 +127,51 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tu
     return info, cap
 
 
-def build_seed_variants(seed_id: str, indices: list[int], gen: dict, campaign_seed: int,
-                        mutators: list[str], max_params: int | None, guidance: dict | None = None,
-                        use_cache: bool = True) -> dict:
+def build_seed_variants(request: BuildRequest) -> SeedBuild:
     t0 = time.perf_counter()
+    seed_id = request.seed_id
     try:
-        info, cap = captured(seed_id, max_params, use_cache)
+        info, cap = captured(seed_id, request.max_params, request.use_cache)
     except CaptureError as e:
-        if e.stage == "build":
-            return _failure(seed_id, "build", e.__cause__ or e)
-        return {**_failure(seed_id, e.stage, e, e.info), "error_type": type(e.__cause__ or e).__name__}
+        if e.stage == Stage.BUILD:
+            return _failure(seed_id, Stage.BUILD, e.__cause__ or e)
+        return _failure(seed_id, Stage(e.stage), e, e.info, type(e.__cause__ or e).__name__)
     base = cap.variant
     try:
         base_eval = evaluate(base)
     except Exception as e:  # noqa: BLE001 - the captured graph does not run on the reference
-        return _failure(seed_id, "run", e, info)
+        return _failure(seed_id, Stage.RUN, e, info)
     seed_outputs = base_eval.outputs
-    gen_t = Generator(base_eval, gen, campaign_seed, mutators, guidance)
+    generator = Generator(base_eval, request.variants, request.campaign_seed, request.guidance)
     oracle: list = []
 
     def seed_oracle() -> list:
         if not oracle:
-            oracle.extend(flatten_outputs(EagerFp64().prepare(base.gm, base.inputs, "cpu")(*base.inputs)))
+            run, _ = prepare_eager_fp64(base.gm, base.inputs, "cpu", {})
+            oracle.extend(flatten_outputs(run(*base.inputs)))
         return oracle
 
-    variants = []
-    for index in indices:
+    build = SeedBuild(seed_id=seed_id, seed=SeedInfo(**info), capture_s=cap.capture_s, node_count=base.node_count,
+                      op_counts=dict(Counter(target_name(n.target) for n in base.gm.graph.nodes
+                                             if n.op == "call_function")),
+                      output_names=list(base.output_names))
+    for index in request.indices:
         t1 = time.perf_counter()
-        recipe, ev = gen_t.variant(seed_id, index)
+        recipe, ev = generator.variant(seed_id, index)
         v = ev.variant
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
         meta_err = meta_ok = None
         if preserving and recipe.mutations:
             meta_err, meta_ok = metamorphic(ev.outputs, seed_outputs, seed_oracle)
-        variants.append({
-            "variant_id": variant_id(seed_id, index), "recipe": recipe.to_json(),
-            "mutations": recipe.mutator_names, "semantics_preserving": preserving,
-            "graph_hash": v.graph_hash, "node_count": v.node_count, "ops": v.ops,
-            "output_names": list(v.output_names),
-            "metamorphic_err": meta_err, "metamorphic_ok": meta_ok,
-            "payload": _payload(v, seed_outputs if preserving and recipe.mutations else None),
-            "gen_s": time.perf_counter() - t1,
-        })
-    counts = Counter(target_name(n.target) for n in base.gm.graph.nodes if n.op == "call_function")
-    return {"seed_id": seed_id, "status": "ok", "seed": info, "variants": variants,
-            "capture_s": cap.capture_s, "build_s": time.perf_counter() - t0,
-            "base": {"node_count": base.node_count, "op_counts": dict(counts), "output_names": list(base.output_names)},
-            "tried": dict(gen_t.tried), "rejected": dict(gen_t.rejected)}
+        vid = variant_id(seed_id, index)
+        build.payloads[vid] = _payload(v, seed_outputs if preserving and recipe.mutations else None)
+        build.variants.append(BuiltVariant(
+            index=index, variant_id=vid, recipe=recipe, semantics_preserving=preserving, graph_hash=v.graph_hash,
+            node_count=v.node_count, ops=v.ops, output_names=list(v.output_names), metamorphic_err=meta_err,
+            metamorphic_ok=meta_ok, gen_s=time.perf_counter() - t1))
+    build.tried, build.rejected = dict(generator.tried), dict(generator.rejected)
+    build.build_s = time.perf_counter() - t0
+    return build
 
 
 def _payload(v: Variant, seed_outputs: list | None) -> dict:

@@ -1,36 +1,42 @@
 """Which mutator to draw next: uniform, LEMON's MCMC over mutator scores, or coverage-guided.
 
 The driver keeps a :class:`Feedback` from the records as they arrive and hands a snapshot
-(plain dict) to each build; the generator's :class:`Chooser` draws from it. A variant
-*hits* when one of its target runs lands in a cluster key not seen before, or covers an
-(operator, backend, outcome) triple not seen before; its mutators share the credit.
+(``messages.Guidance``) to each build; the generator's :class:`Chooser` draws from it. A variant
+*hits* when one of its target runs shows a bug key not seen before (``core.bugs``), or covers an
+(operator, backend, outcome) triple not seen before; its mutators share the credit. Coverage
+guidance also weights the choices of mutators that pick from named choices (``Mutator.choices``)
+by how little a campaign has used each.
 """
 from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+from collections import Counter, defaultdict
+
+from .messages import Guidance
+from .mutators import get_mutator
 
 MODES = ("uniform", "mcmc", "coverage")
 
 
 class Feedback:
-    def __init__(self, mutators: list[str], pool_ops: list[str] | None = None):
+    def __init__(self, mutators: list[str]):
         self.mutators = list(mutators)
         self.uses: Counter = Counter()
         self.hits: Counter = Counter()
         self.keys: set = set()
         self.covered: set = set()  # (op, backend, status)
-        self.injected: Counter = Counter()  # injection-pool entry -> variants that used it
-        self.pool_ops = list(pool_ops or [])
+        self.choice_params = {m: get_mutator(m).choice_param for m in self.mutators}
+        self.choices = {m: type(get_mutator(m)).choices() for m, p in self.choice_params.items() if p}
+        self.chosen: dict[str, Counter] = defaultdict(Counter)  # mutator -> choice -> variants that used it
 
-    def update(self, mutations: list, ops: list[str], outcomes: list[tuple[str, str, str]]) -> bool:
-        """``mutations``: the recipe's [name, params] steps; ``outcomes``: (backend, status, cluster key)
+    def update(self, mutations: list, ops: list[str], outcomes: list[tuple[str, str, str | None]]) -> bool:
+        """``mutations``: the recipe's [name, params] steps; ``outcomes``: (backend, status, bug key id)
         of each target run of the variant. Returns whether the variant hit something new."""
         new = False
         for name, params in mutations:
-            if name == "inject_op":
-                self.injected[params.get("op")] += 1
+            if self.choice_params.get(name):
+                self.chosen[name][params.get(self.choice_params[name])] += 1
         for backend, status, key in outcomes:
             if key and key not in self.keys:
                 self.keys.add(key)
@@ -48,26 +54,26 @@ class Feedback:
         """Hit rate with a Beta(1, 1) prior, so an unused mutator starts at 1/2."""
         return {m: (self.hits[m] + 1) / (self.uses[m] + 2) for m in self.mutators}
 
-    def snapshot(self, mode: str) -> dict:
-        snap = {"mode": mode, "scores": self.scores()}
+    def snapshot(self, mode: str) -> Guidance:
+        weights = {}
         if mode == "coverage":
-            snap["op_weights"] = {op: 1 / math.sqrt(1 + self.injected[op]) for op in self.pool_ops}
-        return snap
+            weights = {m: {c: 1 / math.sqrt(1 + self.chosen[m][c]) for c in names} for m, names in self.choices.items()}
+        return Guidance(mode, self.scores(), weights)
 
 
 class Chooser:
     """Draws mutator names for one build, following a :meth:`Feedback.snapshot`."""
 
-    def __init__(self, mutators: list[str], snapshot: dict | None, rng_seed: int = 0):
+    def __init__(self, mutators: list[str], snapshot: Guidance | None):
         self.mutators = list(mutators)
-        self.snap = snapshot or {"mode": "uniform"}
+        self.snap = snapshot or Guidance()
         self.current: str | None = None
 
     def choose(self, rng: random.Random) -> str:
-        mode = self.snap.get("mode", "uniform")
+        mode = self.snap.mode
         if mode == "uniform" or len(self.mutators) == 1:
             return self.mutators[rng.randrange(len(self.mutators))]
-        scores = self.snap.get("scores", {})
+        scores = self.snap.scores
         if mode == "coverage":
             weights = [scores.get(m, 0.5) for m in self.mutators]
             return rng.choices(self.mutators, weights=weights)[0]
@@ -86,5 +92,5 @@ class Chooser:
                 self.current = cand
                 return cand
 
-    def pool_weights(self) -> dict | None:
-        return self.snap.get("op_weights")
+    def choice_weights(self, mutator: str) -> dict | None:
+        return self.snap.choice_weights.get(mutator)

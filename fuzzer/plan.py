@@ -19,15 +19,15 @@ def seed_failure_id(seed_id: str) -> str:
 def select_seeds(c: Campaign) -> list[str]:
     """Seed ids from every selection, in order, without repeats."""
     chosen: list[str] = []
-    for i, sel in enumerate(c.config["seeds"]):
-        ids = list_seeds(filter=sel["include"] or None, source=sel["source"], exclude=sel["exclude"] or None)
+    for i, sel in enumerate(c.seeds):
+        ids = list_seeds(filter=sel.include or None, source=sel.source, exclude=sel.exclude or None)
         if not ids:
-            what = f"include {sel['include']}" if sel["include"] else "the selection"
-            raise CampaignError(f"{c.source}: seeds[{i}]: no {sel['source']} seed matches {what}")
-        if sel["sample"] is not None and sel["sample"] < len(ids):
-            ids = sorted(random.Random(f"{c.config['seed']}/{i}").sample(ids, sel["sample"]))
-        if sel["limit"] is not None:
-            ids = ids[: sel["limit"]]
+            what = f"include {sel.include}" if sel.include else "the selection"
+            raise CampaignError(f"{c.source}: seeds[{i}]: no {sel.source} seed matches {what}")
+        if sel.sample is not None and sel.sample < len(ids):
+            ids = sorted(random.Random(f"{c.seed}/{i}").sample(ids, sel.sample))
+        if sel.limit is not None:
+            ids = ids[: sel.limit]
         chosen += [s for s in ids if s not in chosen]
     return chosen
 
@@ -42,14 +42,14 @@ class SeedWork:
 def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
          backends: list[str] | None = None) -> list[SeedWork]:
     """The (variant, backend) pairs not yet recorded, grouped by seed."""
-    backends = backends or [b.name for b in c.backends()]
+    backends = backends or [b.name for b in c.backends.all()]
     ref = c.reference.name
     work = []
     for sid in seed_ids:
         if (seed_failure_id(sid), ref) in done:
             continue
         missing = {}
-        for i in range(c.config["variants"]["per_seed"]):
+        for i in range(c.variants.per_seed):
             need = {b for b in backends if (variant_id(sid, i), b) not in done}
             if need:
                 missing[i] = need

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from analysis.signature import template
+from core.bugs import Status, Verdict, bug_key
+from core.templates import template
+from workers.messages import JudgeSettings
 
 from .campaign import from_dict
 from .generate import replay
@@ -29,7 +31,7 @@ from .repro_code import reproducer, save_inputs
 from .repro_report import bug_report
 from .shrink.core import Shrinker, counted, size
 from .shrink.passes import DEFAULT_PASSES
-from .shrink.predicate import SameBug, Signature
+from .shrink.predicate import SameBug
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BLOCK_GAPFUZZ = "import sys\nfor m in ('fuzzer', 'workers', 'seeds', 'analysis'):\n    sys.modules[m] = None\n"
@@ -49,10 +51,16 @@ class ReproResult:
     stats: dict = field(default_factory=dict)
 
 
-def verify(folder: Path, tries: int = 3, timeout: float = 600) -> tuple[int, str]:
-    """Run repro.py ``tries`` times in fresh interpreters that cannot import gapfuzz."""
+class ReproError(ValueError):
+    """A cluster that cannot be minimised, for a reason a person can act on (one line)."""
+
+
+def verify(folder: Path, tries: int = 3, timeout: float = 600, block_gapfuzz: bool = True) -> tuple[int, str]:
+    """Run repro.py ``tries`` times in fresh interpreters (that cannot import gapfuzz, unless the backend
+    is a plug-in whose class needs it)."""
     failures, last = 0, ""
-    code = BLOCK_GAPFUZZ + "exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})"
+    code = (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
+        "exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})"
     for _ in range(tries):
         # output to a file and the process in its own group: a child that a crashing stack forked and
         # left behind (seen with OpenVINO) would otherwise hold the pipes open until the timeout
@@ -87,21 +95,24 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
               tries: int = 3) -> ReproResult:
     t0 = time.perf_counter()
     run_dir, out = Path(run_dir), Path(out_dir)
+    key = bug_key(record)
+    if key is None:
+        raise ReproError(f"{record['variant_id']} on {record['backend']} shows no bug: nothing to minimise")
+    if record.get("verdict") == Verdict.AMPLIFIED:
+        raise ReproError(f"{record['variant_id']} on {record['backend']} is amplified rounding (a discontinuous op "
+                         f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
     c = _campaign(run_dir)
-    specs = {s.name: s for s in c.backends()}
-    target = specs[record["backend"]]
+    target = next(s for s in c.backends.all() if s.name == record["backend"])
     recipe = Recipe.from_json(record["recipe"])
-    variant = replay(recipe, c.config["capture"]["max_params"])
+    variant = replay(recipe, c.capture.max_params)
     if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:
         log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
                     variant.graph_hash, record["graph_hash"])
-    cmp_cfg, run_cfg = c.config["compare"], c.config["run"]
-    settings = {"timeout_s": target.timeout_s or run_cfg["timeout_s"], "repeats": 1,
-                "compare": {k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")},
-                "output_kind": record.get("output_kind") or "tensor",
-                "detection_adapter": cmp_cfg["detection_adapter"]}
-    signature = Signature.of(record)
-    same_bug = SameBug(target, c.reference, c.oracle, signature, settings)
+    settings = JudgeSettings(c.reference.name, c.oracle.name if c.oracle else None,
+                             target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,
+                             compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False)
+    output_kind = record.get("output_kind") or "tensor"
+    same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind)
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
     result = ReproResult(str(out), "not-reproduced", nodes_before=variant.node_count)
@@ -109,7 +120,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         if not predicate(variant):
             result.predicate_calls = same_bug.calls
             return _finish(result, t0)
-        variant, dropped = _drop_mutations(recipe, variant, predicate, c.config["capture"]["max_params"])
+        variant, dropped = _drop_mutations(recipe, variant, predicate, c.capture.max_params)
         shrinker = Shrinker(variant, predicate, max_calls=max_calls)
         final = shrinker.run(DEFAULT_PASSES)
         result.stats = shrinker.report()
@@ -117,12 +128,11 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         same_bug.close()
     result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped
     title = _title(record, target.name, final)
-    header = (f"Found by gapfuzz: campaign {record.get('campaign')}, variant {record['variant_id']}, "
-              f"seed {record['seed_id']}.\nNeeds only torch and the backend's own package. "
-              f"Exit status 1 while the bug is present.")
+    compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}
     save_inputs(final, out / "inputs.pt")
-    (out / "repro.py").write_text(reproducer(final, target, record["status"], title, header, cmp_cfg["multiplier"]))
-    result.failures, output = verify(out, tries)
+    (out / "repro.py").write_text(reproducer(final, target, record, title, compare, output_kind,
+                                             c.compare.detection_adapter))
+    result.failures, output = verify(out, tries, block_gapfuzz=target.backend_cls().prepare_fn is not None)
     result.tries = tries
     result.status = "reproducible" if result.failures == tries else "flaky" if result.failures else "not-reproduced"
     (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
@@ -151,9 +161,9 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params):
 
 
 def _title(record: dict, backend: str, v) -> str:
-    if record["status"] == "mismatch":
+    if record["status"] == Status.MISMATCH:
         op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
-        blame = " (float64 blames eager)" if record.get("verdict") == "reference-divergent" else ""
+        blame = " (float64 blames eager)" if record.get("verdict") == Verdict.REFERENCE_DIVERGENT else ""
         return (f"{backend}: {op} diverges from PyTorch eager{blame} ({record.get('symptom')}, "
                 f"{record.get('output_dtype')})")
     what = (record.get("error_type") or record.get("cause") or record["status"]).rsplit(".", 1)[-1]

@@ -1,8 +1,12 @@
-"""Write a minimal variant as a stand-alone ``repro.py``: plain PyTorch, no gapfuzz.
+"""Write a minimal variant as a stand-alone ``repro.py``: plain PyTorch and the stack's package.
 
 The graph becomes a ``torch.nn.Module`` whose forward is the graph's own code (calls to
-``torch.ops.aten``); weights and inputs are loaded from ``inputs.pt`` with ``weights_only``;
-the backend is driven by its own stand-alone snippet. The script exits 1 while the bug is present.
+``torch.ops.aten``), traced back into an fx graph as the pool saw it; weights and inputs are
+loaded from ``inputs.pt`` with ``weights_only``. The backend is prepared by its own
+``prepare_fn`` and the outputs are judged by the campaign's comparison code under the campaign's
+``compare`` settings, all copied in verbatim (``source_copy``), so the script decides "the bug is
+present" exactly as the campaign did. It exits 1 while the bug is present. Everything taken from
+a record or a campaign file enters the script as a literal (``repr``), never as source.
 """
 from __future__ import annotations
 
@@ -10,72 +14,85 @@ import textwrap
 
 import torch
 
-from workers.ir import Variant
+from core.bugs import Status
+from core.ir import Variant
+from workers.backends.eager import prepare_eager_fp64
+from workers.compare import Settings
+from workers.executor import to_host
 from workers.registry import BackendSpec
+from workers.runner import judge_outputs
 
-GENERIC_BACKEND = '''
-def run_backend(model, inputs, device):
-    import importlib
-    module, _, name = CLASS_PATH.partition(":")
-    backend = getattr(importlib.import_module(module), name)(**OPTIONS)
-    return backend.prepare(torch.fx.symbolic_trace(model), tuple(inputs), device)(*inputs)
+from .source_copy import SourceCopy
+
+HEADER = '''"""A reproducer written by gapfuzz: run it with `python repro.py` beside inputs.pt.
+
+It needs only torch and the backend's own package. Exit status 1 while the bug is present.
+"""
+from __future__ import annotations
+
+import sys
+from math import inf, nan
+
+import torch
 '''
 
-MAIN = '''
-TOLERANCES = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5)}
+STR_ENUM = '''import enum
+
+StrEnum = getattr(enum, "StrEnum", None) or type("StrEnum", (str, enum.Enum), {"__str__": str.__str__})
+'''
 
 
-def flat(out):
-    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+# The functions below are copied into every reproducer, where they read its constants (CLASS_PATH,
+# INPUTS, PREPARE, ...) and its Repro class; here they are never called.
+def prepare_plugin(gm, example_inputs, device, options):
+    """A third-party backend class, imported from where the campaign named it."""
+    import importlib
+
+    module, _, name = CLASS_PATH.partition(":")
+    backend = getattr(importlib.import_module(module), name)(**options)
+    return backend.prepare(gm, tuple(example_inputs), device), dict(getattr(backend, "info", None) or {})
 
 
-def tol_ratio(a, b):
-    """max |a-b| / (atol + rtol |b|) at b's dtype default tolerance; inf for a NaN/Inf pattern change."""
-    rtol, atol = TOLERANCES.get(str(b.dtype).removeprefix("torch."), (0.0, 0.0))
-    a, b = a.double().cpu(), b.double().cpu()
-    if a.shape != b.shape or not torch.equal(torch.isnan(a), torch.isnan(b)) or \\
-            not torch.equal(a[torch.isinf(b)], b[torch.isinf(b)]):
-        return float("inf")
-    ok = torch.isfinite(a) & torch.isfinite(b)
-    if not ok.any():
-        return 0.0
-    diff = (a[ok] - b[ok]).abs()
-    return float((diff / (atol + rtol * b[ok].abs())).max()) if atol or rtol else float(diff.max() > 0) * float("inf")
+def graph_module(weights):
+    """The reproducer's module as an fx graph, which is what the backend was given."""
+    return torch.fx.symbolic_trace(Repro(weights).eval())
 
 
 def main():
     data = torch.load(INPUTS, weights_only=True)
-    inputs = data["inputs"]
-    model = Repro(data["weights"]).eval()
+    weights, inputs = data["weights"], data["inputs"]
+    print(FOUND["title"])
     with torch.no_grad():
-        expected = flat(model(*[t.clone() for t in inputs]))
-        print(f"reference (eager on the CPU): {[tuple(t.shape) for t in expected]}")
+        expected = to_host(graph_module(weights)(*[t.clone() for t in inputs]))
+        print(f"reference (eager on the CPU): {[tuple(t.shape) for t in expected if isinstance(t, torch.Tensor)]}")
         try:
-            actual = flat(run_backend(Repro(data["weights"]).eval(), [t.clone() for t in inputs], DEVICE))
+            fed = tuple(t.to(INPUT_DEVICE) for t in inputs)
+            run, info = PREPARE(graph_module(weights), fed, DEVICE, OPTIONS)
+            if info:
+                print(f"{BACKEND} reports: {info}")
+            actual = to_host(run(*[t.clone() for t in fed]))
         except Exception as e:
             print(f"{BACKEND} raised {type(e).__name__}: {e}")
             return 1
-        if KIND != "mismatch":
+        if not DISCREPANCY:
             print(f"{BACKEND} ran without error: the bug is not present")
             return 0
-        wide = {k: t.double() if t.is_floating_point() else t for k, t in data["weights"].items()}
-        oracle = flat(Repro(wide).eval()(*[t.double() if t.is_floating_point() else t for t in inputs]))
-    blamed = False
-    for i, (e, a, o) in enumerate(zip(expected, actual, oracle)):
-        o = o.to(e.dtype) if o.is_floating_point() and e.is_floating_point() else o
-        ref_err, tgt_err = tol_ratio(e, o), tol_ratio(a.to(e.dtype) if a.dtype != e.dtype else a, o)
-        print(f"output {i}: expected {e.flatten()[:6].tolist()}")
-        print(f"output {i}: actual   {a.flatten()[:6].tolist()}")
-        print(f"output {i}: max |actual - expected| = {(a.double().cpu() - e.double()).abs().max().item():.6g}; "
-              f"distance from float64, in tolerances: reference {ref_err:.3g}, {BACKEND} {tgt_err:.3g}")
-        blamed |= tgt_err > MULTIPLIER * ref_err + 1
-    print(f"{BACKEND} is {'further' if blamed else 'no further'} from the float64 result than eager is")
-    return 1 if blamed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
+        run_oracle, _ = prepare_eager_fp64(graph_module(weights), tuple(inputs), "cpu", {})
+        oracle = to_host(run_oracle(*[t.clone() for t in inputs]))
+    figures = judge_outputs(actual, expected, oracle, Settings.from_dict(COMPARE), OUTPUT_KIND,
+                            OUTPUT_NAMES, DETECTION_ADAPTER)
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
+            print(f"output {i}: expected {e.flatten()[:6].tolist()}")
+            print(f"output {i}: actual   {a.flatten()[:6].tolist()}")
+    print(f"{BACKEND}: {figures['symptom']}, max |actual - expected| = {figures['max_abs_err']:.6g}; distance "
+          f"from float64 in tolerances: {BACKEND} {figures['err_vs_oracle']}, eager {figures['ref_err_vs_oracle']}; "
+          f"verdict {figures['verdict']}")
+    task_differs = (figures.get("task_agree") or 1.0) < 1.0
+    present = figures["verdict"] == VERDICT and (SYMPTOM is None or figures["symptom"] == SYMPTOM) and (
+        task_differs or not TASK_DIFFERS)
+    print(f"the bug is {'present' if present else 'not present'} (the campaign's verdict: {VERDICT}, {SYMPTOM})")
+    return 1 if present else 0
 
 
 def _forward_source(v: Variant) -> tuple[str, list[str]]:
@@ -85,26 +102,61 @@ def _forward_source(v: Variant) -> tuple[str, list[str]]:
     return textwrap.indent(code.src.strip(), "    "), [ln for ln in lines if ln]
 
 
-def reproducer(v: Variant, target: BackendSpec, kind: str, title: str, header: str,
-               multiplier: float = 3.0, inputs_file: str = "inputs.pt") -> str:
-    """The text of repro.py for variant ``v`` on backend ``target``; ``kind`` is the record status."""
+def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compare: dict, output_kind: str = "tensor",
+               detection_adapter: bool = True, inputs_file: str = "inputs.pt") -> str:
+    """The text of repro.py for variant ``v`` on backend ``target``, showing the bug of ``record``;
+    ``compare`` is the campaign's compare settings (tolerances, multiplier, far)."""
     cls = target.backend_cls()
-    snippet = getattr(cls, "repro", None) or GENERIC_BACKEND
+    copy = SourceCopy({"StrEnum": STR_ENUM})
+    prepare = copy.add(cls.prepare_fn if cls.prepare_fn is not None else prepare_plugin)
+    copy.add(main)  # and what it calls: the oracle, the judge, the comparison
     forward, aliases = _forward_source(v)
-    args = [n.name for n in v.gm.graph.nodes if n.op == "placeholder"]
+    discrepancy = record["status"] == Status.MISMATCH or record.get("task_agree") is not None and \
+        record["task_agree"] < 1
+    found = {"title": title, "campaign": record.get("campaign"), "variant": record.get("variant_id"),
+             "seed": record.get("seed_id"), "backend": target.name}
+    constants = {
+        "FOUND": found, "BACKEND": target.name, "DEVICE": target.device,
+        "INPUT_DEVICE": cls.input_device or target.device, "OPTIONS": dict(target.options),
+        "CLASS_PATH": None if cls.prepare_fn is not None else plugin_path(target), "DISCREPANCY": bool(discrepancy), "VERDICT": record.get("verdict"),
+        "SYMPTOM": record.get("symptom"), "TASK_DIFFERS": bool(record.get("task_agree") is not None and
+                                                               record["task_agree"] < 1),
+        "COMPARE": compare, "OUTPUT_KIND": output_kind, "OUTPUT_NAMES": list(v.output_names),
+        "DETECTION_ADAPTER": detection_adapter, "INPUTS": inputs_file,
+    }
+    literals = "\n".join(f"{k} = {_literal(val)!s}" for k, val in constants.items())
     parts = [
-        f'"""{title}\n\n{header}\n"""',
-        "import sys\nfrom math import inf, nan\n\nimport torch\n",
-        *aliases,
-        f"BACKEND = {target.name!r}\nDEVICE = {target.device!r}\nOPTIONS = {dict(target.options)!r}\n"
-        f"CLASS_PATH = {target.cls_path!r}\nARG_NAMES = {args!r}\nKIND = {kind!r}\nMULTIPLIER = {multiplier!r}\n"
-        f"INPUTS = {inputs_file!r}\n",
-        "\nclass Repro(torch.nn.Module):\n    def __init__(self, weights):\n        super().__init__()\n"
+        HEADER.rstrip(),
+        "\n".join(aliases),
+        literals,
+        "class Repro(torch.nn.Module):\n    def __init__(self, weights):\n        super().__init__()\n"
         "        for name, t in weights.items():\n            self.register_buffer(name, t)\n\n" + forward + "\n",
-        snippet.strip() + "\n",
-        MAIN.strip() + "\n",
+        copy.text(have=("import sys", "import torch")),
+        f"PREPARE = {prepare}",
+        'if __name__ == "__main__":\n    sys.exit(main())\n',
     ]
-    return "\n\n".join(p.rstrip() for p in parts) + "\n"
+    return "\n\n\n".join(p.strip() for p in parts if p.strip()) + "\n"
+
+
+def plugin_path(target: BackendSpec) -> str:
+    """``module:Class`` of a backend whose run logic is its own class, not a ``prepare_fn``."""
+    cls = target.backend_cls()
+    plugin = cls.plugin or cls
+    return target.cls_path or f"{plugin.__module__}:{plugin.__qualname__}"
+
+
+def _literal(value) -> str:
+    """A value from a record or campaign file as a Python literal (repr of plain data only)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_literal(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, str):
+        return repr(str(value))  # a str subclass (an enum) as the plain string
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    raise TypeError(f"{type(value).__name__} is not plain data for a reproducer")
 
 
 def save_inputs(v: Variant, path) -> None:

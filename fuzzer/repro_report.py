@@ -5,6 +5,7 @@ import functools
 import json
 import platform
 
+from core.bugs import Status, Verdict
 from workers.registry import BackendSpec
 
 
@@ -24,12 +25,14 @@ def environment() -> str:
 def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
                cluster: dict) -> str:
     cls = target.backend_cls()
-    version = cls.version() if hasattr(cls, "version") else "unknown"
+    version = cls.version()
     kind = f"ends in {record['status']} at the {record.get('stage')} stage"
-    if record["status"] == "mismatch":
-        kind = ("diverges from PyTorch eager, and float64 sides with this backend: eager is the less accurate"
-                if record.get("verdict") == "reference-divergent" else
-                "diverges from PyTorch eager beyond what float64 explains")
+    if record["status"] == Status.MISMATCH:
+        kind = {Verdict.REFERENCE_DIVERGENT: "diverges from PyTorch eager, and float64 sides with this backend: "
+                                             "eager is the less accurate",
+                Verdict.ILL_CONDITIONED: "diverges from PyTorch eager, and both are far from float64: the graph "
+                                         "is ill-conditioned here, so this is not a defect of the backend alone"
+                }.get(record.get("verdict"), "diverges from PyTorch eager beyond what float64 explains")
     verdict = {"reproducible": f"reproduced in {result.failures} of {result.tries} fresh runs",
                "flaky": f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
                "not-reproduced": f"NOT reproduced in {result.tries} fresh runs"}[result.status]
@@ -50,7 +53,7 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         "result than eager is). Actual, as printed by `repro.py`:", "",
         "```", output.strip(), "```", "",
     ]
-    if record["status"] == "mismatch":
+    if record["status"] == Status.MISMATCH:
         lines += ["Figures of the original (unminimised) run:", "", "```json", json.dumps(figures, indent=1,
                                                                                          default=str), "```", ""]
     else:

@@ -5,15 +5,16 @@ Resumable: seeds already in the catalog are skipped. A seed whose scan kills its
 """
 from __future__ import annotations
 
-import logging
 import os
 import random
 
 import ray
 
 from analysis.catalog import Catalog, CatalogRow
-from analysis.signature import signature
-from workers.pool import PoolSettings, map_calls, start_pool
+from core.bugs import Stage, Status, signature
+from seeds.scan import scan_seed
+from workers.dispatch import Done, map_calls
+from workers.pool import PoolSettings, connect, start_pool
 
 from .progress import Progress
 
@@ -34,23 +35,20 @@ def scan(ids: list[str], out_dir, workers: int = 0, timeout_s: float = 600, max_
     if not todo:
         return catalog
     workers = workers or max(1, os.cpu_count() or 1)
-    started = not ray.is_initialized()
-    if started:
-        if address:
-            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-        else:
-            ray.init(num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False,
-                     logging_level=logging.ERROR, log_to_driver=False)
+    started = connect(address, max(workers, os.cpu_count() or 1))
     actors = start_pool(PoolSettings(device="cpu", workers=workers, memory_gb=memory_gb))
     pending: list[CatalogRow] = []
 
-    def on_result(seed_id: str, reply: dict) -> None:
-        if "value" in reply:
-            row = reply["value"]
+    def on_result(done: Done) -> None:
+        seed_id, reply = done.job, done.value
+        if done.lost is None and reply.ok:
+            row = reply.value
         else:
-            bad = reply.get("fault") or {"status": "error", "cause": None, **reply["error"]}
-            row = CatalogRow(seed_id=seed_id, status=bad["status"], stage="build",
-                             error_type=bad.get("error_type") or bad.get("cause"), message=bad.get("message"))
+            fault = None if done.lost is not None else reply.fault
+            error = {"error_type": "WorkerLost", "message": str(done.lost)} if done.lost is not None else reply.error
+            row = CatalogRow(seed_id=seed_id, status=fault.status if fault else Status.ERROR, stage=Stage.BUILD,
+                             error_type=fault.cause if fault else error["error_type"],
+                             message=fault.message if fault else error["message"])
             row.signature = signature(row.stage, row.error_type, row.message)
         pending.append(row)
         bar.status[row.status] += 1
@@ -59,7 +57,8 @@ def scan(ids: list[str], out_dir, workers: int = 0, timeout_s: float = 600, max_
             pending.clear()
 
     try:
-        map_calls(actors, ((i, (i, max_params)) for i in todo), "seeds.scan:scan_seed", timeout_s, on_result,
+        map_calls(actors, ((i, (i, max_params)) for i in todo),
+                  lambda actor, args: actor.call.remote(scan_seed, *args, timeout=timeout_s), on_result,
                   on_tick=bar.update)
     finally:
         catalog.write(pending)

@@ -11,7 +11,8 @@ import torch
 import torch.fx as fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-from workers.ir import Variant, flatten_outputs
+from core.ir import Variant, flatten_outputs
+from workers.interpret import NOT_REUSED, Evaluator
 
 MAX_CACHE_BYTES = 1 << 30  # keep at most this many bytes of intermediate values per evaluation
 
@@ -42,47 +43,41 @@ def _record_meta(n: fx.Node, value) -> None:
 
 def evaluate(variant: Variant, parent: Evaluation | None = None) -> Evaluation:
     """Run ``variant`` on eager, reusing ``parent``'s values for unchanged nodes; raises what it raises."""
-    graph = variant.gm.graph
     tensors = variant.tensors()
-    inputs = iter(variant.inputs)
-    same_input = {}
+    same_input: dict[str, bool] = {}
     if parent is not None:
         p_inputs = dict(zip((n.name for n in parent.variant.gm.graph.nodes if n.op == "placeholder"),
                             parent.variant.inputs))
         p_tensors = parent.variant.tensors()
-    env: dict[fx.Node, object] = {}
-    values, signatures, clean = {}, {}, set()
-    keep = True
-    total = 0
-    with torch.no_grad():
-        for n in graph.nodes:
-            sig = _signature(n)
-            signatures[n.name] = sig
+        inputs = iter(variant.inputs)
+        for n in variant.gm.graph.nodes:
             if n.op == "placeholder":
-                value = next(inputs)
-                same_input[n.name] = parent is not None and p_inputs.get(n.name) is value
-            reusable = (parent is not None and n.name in parent.values and parent.signatures.get(n.name) == sig
-                        and all(a in clean for a in n.all_input_nodes)
-                        and (n.op != "get_attr" or p_tensors.get(n.target) is tensors.get(n.target))
-                        and (n.op != "placeholder" or same_input[n.name]))
-            if n.op == "output":
-                out = fx.map_arg(n.args[0], lambda a: env[a])
-                break
-            if reusable:
-                value = parent.values[n.name]
+                same_input[n.name] = p_inputs.get(n.name) is next(inputs)
+    values, signatures, clean = {}, {}, set()
+    kept = {"bytes": 0, "all": True}
+
+    def reuse(n: fx.Node):
+        sig = signatures[n.name] = _signature(n)
+        if (parent is not None and n.name in parent.values and parent.signatures.get(n.name) == sig
+                and all(a in clean for a in n.all_input_nodes)
+                and (n.op != "get_attr" or p_tensors.get(n.target) is tensors.get(n.target))):
+            clean.add(n)
+            return parent.values[n.name]
+        return NOT_REUSED
+
+    def record(n: fx.Node, value, reused: bool) -> None:
+        if n.op == "placeholder":
+            signatures[n.name] = _signature(n)
+            if parent is not None and n.name in parent.values and same_input[n.name]:
                 clean.add(n)
-            elif n.op == "get_attr":
-                value = tensors[n.target]
-            elif n.op == "call_function":
-                args, kwargs = fx.map_arg((n.args, n.kwargs), lambda a: env[a])
-                value = n.target(*args, **kwargs)
-            elif n.op != "placeholder":
-                raise RuntimeError(f"unsupported node {n.format_node()}")
-            env[n] = value
-            if not (reusable and "tensor_meta" in n.meta):  # a copied node keeps its parent's, still true
-                _record_meta(n, value)
-            total += _tensor_bytes(value)
-            keep = keep and total <= MAX_CACHE_BYTES
-            if keep:
-                values[n.name] = value
-    return Evaluation(variant, values if keep else {}, signatures, flatten_outputs(out))
+                reused = True
+        if not (reused and "tensor_meta" in n.meta):  # a copied node keeps its parent's, still true
+            _record_meta(n, value)
+        kept["bytes"] += _tensor_bytes(value)
+        kept["all"] = kept["all"] and kept["bytes"] <= MAX_CACHE_BYTES
+        if kept["all"]:
+            values[n.name] = value
+
+    with torch.no_grad():
+        out = Evaluator(variant.gm, reuse=reuse, on_value=record).run(*variant.inputs)
+    return Evaluation(variant, values if kept["all"] else {}, signatures, flatten_outputs(out))

@@ -21,6 +21,7 @@ from pathlib import Path
 import ray
 
 from analysis.api import load_run
+from core.bugs import COMPLETED
 from fuzzer.campaign import from_dict
 from fuzzer.driver import Driver
 
@@ -41,7 +42,7 @@ def measure(run_dir: Path) -> dict:
     run = load_run(run_dir)
     c = run.clusters()
     recs = run.records(["backend", "status", "ops"])
-    done = recs[recs["status"].isin(["ok", "mismatch"])].explode("ops")
+    done = recs[recs["status"].isin(COMPLETED)].explode("ops")
     return {"clusters": len(c), "vendor": int(c["vendor"].sum()),
             "op_backend": int(done[["ops", "backend"]].drop_duplicates().shape[0]),
             "ops": int(recs.explode("ops")["ops"].nunique())}

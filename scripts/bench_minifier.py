@@ -27,16 +27,17 @@ from torch._functorch.fx_minifier import minifier
 
 from fuzzer.shrink.core import Shrinker, counted
 from fuzzer.shrink.passes import DEFAULT_PASSES, delta_debug, drop_outputs, truncate
-from fuzzer.shrink.predicate import Signature
+from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict, bug_key
+from core.ir import Variant
 from seeds import create_seed
 from seeds.capture import capture
-from workers.compare import Settings, attribute
+from workers.compare import Settings
 from workers.executor import Executor
-from workers.ir import Variant
-from workers.outcome import RunOutcome
 from workers.registry import parse_backend
+from workers.runner import judge_outputs
 
-NUMERIC = {"status": "mismatch", "symptom": "numeric"}
+NUMERIC = {"status": Status.MISMATCH, "symptom": Symptom.NUMERIC, "verdict": Verdict.TARGET_DIVERGENT,
+           "output_dtype": "float32"}
 GELU = {**NUMERIC, "first_div_op": "aten.gelu.default"}
 CASES = [  # seed, test stack (tests/numeric_backends.py), options, signature
     ("timm/test_vit", "MiscomputeOp", {}, GELU),
@@ -48,17 +49,19 @@ CASES = [  # seed, test stack (tests/numeric_backends.py), options, signature
     ("timm/test_maxvit", "RoundNodeToBf16", {"node": "view_16"}, {**NUMERIC, "first_div_op": "aten.view.default"}),
     ("timm/test_convnext", "RoundNodeToBf16", {"node": "add_2"}, {**NUMERIC, "first_div_op": "aten.add.Tensor"}),
     ("timm/test_efficientnet_evos", "RaiseOnOp", {"op": "aten.silu.default"},
-     {"status": "unsupported", "stage": "compile", "error_type": "NotImplementedError"}),
+     {"status": Status.UNSUPPORTED, "stage": Stage.COMPILE, "error_type": "NotImplementedError",
+      "message": "no lowering for aten.silu.default in node group of 1 nodes"}),
 ]
 
 
 class InProcessBug:
-    """The same-bug predicate, run in this process (both tools pay the same per call)."""
+    """The same-bug predicate (the cluster's bug key), run in this process (both tools pay the same per call)."""
 
-    def __init__(self, stack: str, options: dict, signature: dict):
-        self.target = parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{stack}").to_dict()
-        self.specs = [parse_backend("eager@cpu").to_dict(), parse_backend("eager-fp64@cpu").to_dict()]
-        self.signature = Signature(**signature)
+    def __init__(self, stack: str, options: dict, cluster: dict):
+        self.target = parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{stack}")
+        self.specs = [parse_backend("eager@cpu"), parse_backend("eager-fp64@cpu")]
+        self.where = {"backend": self.target.name, "stack": self.target.stack, "device": "cpu"}
+        self.key = bug_key({**self.where, **cluster})
 
     def __call__(self, v: Variant) -> bool:
         ex = Executor()
@@ -67,16 +70,14 @@ class InProcessBug:
             ref, oracle, out = (ex.run("v", s, 1) for s in (*self.specs, self.target))
         except Exception:  # noqa: BLE001 - a candidate that cannot even load is not the bug
             return False
-        if ref["status"] != "ok":
+        if ref.status != Status.OK:
             return False
-        if self.signature.status != "mismatch":
-            return out["status"] == self.signature.status and out.get("stage") == self.signature.stage and \
-                out.get("error_type") == self.signature.error_type
-        if out["status"] != "ok":
-            return False
-        figures = attribute(out["outputs"], ref["outputs"], oracle["outputs"], Settings()).columns()
-        judged = RunOutcome(backend="x@cpu", stack="x", device="cpu", status="mismatch", figures=figures)
-        return self.signature.matches(judged, v.ops)  # gapfuzz's own predicate, in this process
+        fields = {**self.where, "status": out.status, "stage": out.stage, "error_type": out.error_type,
+                  "message": out.message}
+        if out.status == Status.OK:
+            fields.update(judge_outputs(out.outputs, ref.outputs, oracle.outputs, Settings(), "tensor", ["out"]))
+            fields["status"] = Status.MISMATCH if fields["verdict"] in DIVERGENT else Status.OK
+        return self.key.shown_by(bug_key(fields), v.ops)  # gapfuzz's own predicate, in this process
 
 
 def call_nodes(gm: fx.GraphModule) -> int:

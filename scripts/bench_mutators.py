@@ -19,13 +19,14 @@ from collections import Counter
 
 import torch
 
+from core.ir import Variant
 from fuzzer.generate import build_seed_variants, replay
+from fuzzer.messages import BuildRequest
 from fuzzer.mutators import list_mutators
-from fuzzer.recipe import Recipe
+from fuzzer.settings import VariantSettings
 from seeds import list_seeds
 from workers.backends.eager import EagerFp64
 from workers.backends.inductor import Inductor
-from workers.ir import Variant
 
 
 def timed_runs(fn, inputs, repeats: int = 3) -> float:
@@ -51,8 +52,9 @@ def main() -> int:
     torch.set_num_threads(1)
     rng = random.Random(a.seed)
     pool = [i for s in a.sources.split(",") for i in list_seeds(source=s)]
-    gen = {"include_seed": False, "mutations": a.mutations, "max_tries": 8}
     mutators = list_mutators()
+    settings = VariantSettings(a.variants, include_seed=False, mutations=a.mutations, mutators=mutators,
+                               guidance="uniform", max_tries=8)
     tried, rejected = Counter(), Counter()
     ran = total = 0
     failures, recipes, gen_s, eager_s, inductor_s, inductor_gen = [], [], [], [], [], []
@@ -62,30 +64,30 @@ def main() -> int:
     for sid in rng.sample(pool, len(pool)):
         if seeds_done >= a.seeds:
             break
-        res = build_seed_variants(sid, list(range(a.variants)), gen, a.seed, mutators, a.max_params)
-        if res["status"] != "ok":
-            print(f"skip {sid}: {res['stage']} {res.get('error_type')}", file=sys.stderr)
+        res = build_seed_variants(BuildRequest(sid, list(range(a.variants)), settings, a.seed, a.max_params))
+        if not res.ok:
+            print(f"skip {sid}: {res.stage} {res.error_type}", file=sys.stderr)
             continue
         seeds_done += 1
-        tried.update(res["tried"])
-        rejected.update(res["rejected"])
-        for k, v in enumerate(res["variants"]):
+        tried.update(res.tried)
+        rejected.update(res.rejected)
+        for k, v in enumerate(res.variants):
             total += 1
-            recipes.append((v["recipe"], v["graph_hash"]))
-            gen_s.append(v["gen_s"])
-            if v["metamorphic_ok"] is not None:
+            recipes.append((v.recipe, v.graph_hash))
+            gen_s.append(v.gen_s)
+            if v.metamorphic_ok is not None:
                 meta_total += 1
-                meta_ok += v["metamorphic_ok"]
-                if not v["metamorphic_ok"]:
-                    meta_bad.append((v["variant_id"], v["mutations"], v["metamorphic_err"]))
-            var = Variant.from_payload(v["payload"])
+                meta_ok += v.metamorphic_ok
+                if not v.metamorphic_ok:
+                    meta_bad.append((v.variant_id, v.recipe.mutator_names, v.metamorphic_err))
+            var = Variant.from_payload(res.payloads[v.variant_id])
             try:
                 cost = timed_runs(var.gm, var.inputs)
                 cost += timed_runs(EagerFp64().prepare(var.gm, var.inputs, "cpu"), var.inputs)
                 eager_s.append(cost)
                 ran += 1
             except Exception as e:  # noqa: BLE001 - counted and shown
-                failures.append((v["variant_id"], v["recipe"], f"{type(e).__name__}: {str(e)[:120]}"))
+                failures.append((v.variant_id, v.recipe.to_json(), f"{type(e).__name__}: {str(e)[:120]}"))
                 continue
             if k < a.inductor_per_seed:
                 try:
@@ -94,11 +96,11 @@ def main() -> int:
                     with torch.no_grad():
                         fn(*var.inputs)
                     inductor_s.append(time.perf_counter() - t0 + timed_runs(fn, var.inputs))
-                    inductor_gen.append(v["gen_s"])
+                    inductor_gen.append(v.gen_s)
                 except Exception:  # noqa: BLE001 - an Inductor failure is a finding, not a benchmark bug
                     pass
                 torch._dynamo.reset()
-        print(f"[{seeds_done}/{a.seeds}] {sid}: {len(res['variants'])} variants", file=sys.stderr)
+        print(f"[{seeds_done}/{a.seeds}] {sid}: {len(res.variants)} variants", file=sys.stderr)
 
     print(f"\nseeds {seeds_done}, variants {total}, ran on the reference after a payload round trip: "
           f"{ran}/{total} = {ran / max(1, total):.1%}")
@@ -108,7 +110,7 @@ def main() -> int:
     for m in sorted(tried, key=lambda m: -rejected[m] / tried[m]):
         print(f"  {m:24s} {rejected[m]:5d} / {tried[m]:5d} = {rejected[m] / tried[m]:6.1%}")
     sample = random.Random(1).sample(recipes, min(a.replays, len(recipes)))
-    same = sum(replay(Recipe.from_json(r)).graph_hash == h for r, h in sample)
+    same = sum(replay(r).graph_hash == h for r, h in sample)
     print(f"\nreplayed {len(sample)} recipes: {same} gave the same graph hash")
     print(f"semantics-preserving variants agreeing with their seed on the reference: "
           f"{meta_ok}/{meta_total} = {meta_ok / max(1, meta_total):.1%}")

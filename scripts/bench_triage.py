@@ -26,55 +26,56 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis.schema import arrow_schema  # noqa: E402
+from core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
 from analysis.store import RecordStore, write_table_atomic  # noqa: E402
 
 BUDGET_S, BUDGET_GIB = 60.0, 4.0
 BACKENDS = ["eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu", "openvino-f32@cpu",
             "aot-inductor@cpu", "eager@cuda", "inductor@cuda", "eager@mps"]
-STATUS_P = {"ok": 0.78, "mismatch": 0.08, "error": 0.07, "unsupported": 0.04, "crash": 0.015, "timeout": 0.01,
-            "oom": 0.005}
+STATUS_P = {Status.OK: 0.78, Status.MISMATCH: 0.08, Status.ERROR: 0.07, Status.UNSUPPORTED: 0.04,
+            Status.CRASH: 0.015, Status.TIMEOUT: 0.01, Status.OOM: 0.005}
 # (status, stage, error type, format): {n} number, {h} hex id, {s} shape, {name} generated name
 FORMATS = [
-    ("error", "run", "RuntimeError", "mat1 and mat2 shapes cannot be multiplied ({n}x{n} and {n}x{n})"),
-    ("error", "run", "RuntimeError", "shape '{s}' is invalid for input of size {n}"),
-    ("error", "run", "IndexError", "index {n} is out of bounds for dimension {n} with size {n}"),
-    ("error", "compile", "torch._inductor.exc.InductorError",
+    (Status.ERROR, Stage.RUN, "RuntimeError", "mat1 and mat2 shapes cannot be multiplied ({n}x{n} and {n}x{n})"),
+    (Status.ERROR, Stage.RUN, "RuntimeError", "shape '{s}' is invalid for input of size {n}"),
+    (Status.ERROR, Stage.RUN, "IndexError", "index {n} is out of bounds for dimension {n} with size {n}"),
+    (Status.ERROR, Stage.COMPILE, "torch._inductor.exc.InductorError",
      "LoweringException: AssertionError: \n  target: aten.cat.default\n  args[0]: "
      "TensorBox(StorageBox(InputBuffer(name='{name}', "
      "layout=FixedLayout('cpu', torch.float32, size={s}, stride={s}))))"),
-    ("error", "compile", "torch._inductor.exc.CppCompileError",
+    (Status.ERROR, Stage.COMPILE, "torch._inductor.exc.CppCompileError",
      "C++ compile error\n\nCommand:\ng++ /tmp/torchinductor_root/{h}/c{h}.cpp -shared -fPIC -O3 -o "
      "/tmp/torchinductor_root/{h}/c{h}.so\n\nOutput:\n/tmp/torchinductor_root/{h}/c{h}.cpp:{n}:{n}: error: "
      "'{name}' was not declared in this scope"),
-    ("error", "compile", "onnxruntime.capi.onnxruntime_pybind11_state.InvalidGraph",
+    (Status.ERROR, Stage.COMPILE, "onnxruntime.capi.onnxruntime_pybind11_state.InvalidGraph",
      "[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type 'tensor(bfloat16)' of "
      "input parameter ({name}) of operator (Conv) in node (node_{name}) is invalid."),
-    ("error", "run", "onnxruntime.capi.onnxruntime_pybind11_state.Fail",
+    (Status.ERROR, Stage.RUN, "onnxruntime.capi.onnxruntime_pybind11_state.Fail",
      "[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Reshape node. Name:'node_{name}' "
      "Status Message: The input tensor cannot be reshaped to the requested shape. Input shape:{s}, "
      "requested shape:{s}"),
-    ("unsupported", "compile", "onnxruntime.capi.onnxruntime_pybind11_state.NotImplemented",
+    (Status.UNSUPPORTED, Stage.COMPILE, "onnxruntime.capi.onnxruntime_pybind11_state.NotImplemented",
      "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for Equal({n}) node with name "
      "'node_{name}'"),
-    ("error", "convert", "openvino._pyopenvino.OpConversionFailure",
+    (Status.ERROR, Stage.CONVERT, "openvino._pyopenvino.OpConversionFailure",
      "Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:{n}:\nFrontEnd API "
      "failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n-- No conversion rule found for "
      "operations: aten._upsample_bicubic2d_aa.default"),
-    ("unsupported", "compile", "RuntimeError",
+    (Status.UNSUPPORTED, Stage.COMPILE, "RuntimeError",
      "Exception from src/inference/src/cpp/core.cpp:{n}:\nCheck 'newNode' failed at src/plugins/intel_cpu/src/"
      "node.cpp:{n}:\nUnsupported operation of type: Convolution name: {name}/aten.convolution.default/Convolution\n"
      "Details:\nNot Implemented:\nDoesn't support dynamic weights shape"),
-    ("error", "run", "RuntimeError",
+    (Status.ERROR, Stage.RUN, "RuntimeError",
      "Exception from src/inference/src/cpp/infer_request.cpp:{n}:\nParameterMismatch: Failed to set tensor for input "
      "with precision: f16, since the model input tensor precision is: bf16"),
-    ("crash", "run", "SIGSEGV", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x{h} (most recent call "
+    (Status.CRASH, Stage.RUN, "SIGSEGV", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x{h} (most recent call "
      "first):\n  File \"/usr/lib/python3/site-packages/openvino/runtime/{name}.py\", line {n} in infer"),
-    ("crash", "run", "SIGABRT", "terminate called after throwing an instance of 'c10::Error'\n  what():  "
+    (Status.CRASH, Stage.RUN, "SIGABRT", "terminate called after throwing an instance of 'c10::Error'\n  what():  "
      "CUDA error: an illegal memory access was encountered at {n}"),
-    ("timeout", "run", "timeout", "Compiling kernel {name} ... {n} of {n}"),
-    ("oom", "run", "memory", "allocated {n} bytes for tensor of shape {s}"),
+    (Status.TIMEOUT, Stage.RUN, "timeout", "Compiling kernel {name} ... {n} of {n}"),
+    (Status.OOM, Stage.RUN, "memory", "allocated {n} bytes for tensor of shape {s}"),
 ]
-CAUSE = {"crash": "signal:{t}", "timeout": "limit:timeout {n}s", "oom": "limit:memory {n}GiB"}
+CAUSE = {Status.CRASH: "signal:{t}", Status.TIMEOUT: "limit:timeout {n}s", Status.OOM: "limit:memory {n}GiB"}
 
 
 def _fill(fmt: str, r: random.Random) -> str:
@@ -113,15 +114,15 @@ def generate(run_dir: Path, n: int, seed: int = 0) -> dict:
     vi = np.tile(np.arange(nv), len(BACKENDS))  # row -> variant
     bi = np.repeat(np.arange(len(BACKENDS)), nv)  # row -> backend
     status = rng.choice(list(STATUS_P), n, p=list(STATUS_P.values())).astype(object)
-    status[bi < 2] = "ok"
+    status[bi < 2] = Status.OK
     fmt_i = np.full(n, -1)
     expected = set()
     stack_dev = np.array([b.split("@")[0].removesuffix("-f32") + "@" + b.split("@")[1] for b in BACKENDS])
-    for st in ("error", "unsupported", "crash", "timeout", "oom"):
+    for st in (Status.ERROR, Status.UNSUPPORTED, Status.CRASH, Status.TIMEOUT, Status.OOM):
         rows = np.flatnonzero(status == st)
         choices = [i for i, f in enumerate(FORMATS) if f[0] == st]
         fmt_i[rows] = np.asarray(choices)[rng.integers(0, len(choices), len(rows))]
-        expected |= {(stack_dev[b], f if st not in ("timeout", "oom") else st) for b, f in zip(bi[rows], fmt_i[rows])}
+        expected |= {(stack_dev[b], f if st not in LIMITS else st) for b, f in zip(bi[rows], fmt_i[rows])}
     failed = fmt_i >= 0
     message = np.full(n, None, dtype=object)
     cause = np.full(n, None, dtype=object)
@@ -130,12 +131,13 @@ def generate(run_dir: Path, n: int, seed: int = 0) -> dict:
     cause[failed] = [_fill(CAUSE[FORMATS[i][0]], r) if FORMATS[i][0] in CAUSE else None for i in fmt_i[failed]]
     stage = np.where(failed, np.array([f[1] for f in FORMATS] + [None], dtype=object)[fmt_i], None)
     err = np.where(failed, np.array([f[2] for f in FORMATS] + [None], dtype=object)[fmt_i], None)
-    mism = status == "mismatch"
-    done = (status == "ok") | mism
+    mism = status == Status.MISMATCH
+    done = (status == Status.OK) | mism
     tol_ratio = np.where(done, 10 ** rng.uniform(-3, 0, n), np.nan)
     tol_ratio[mism] = 10 ** rng.uniform(0, 7, int(mism.sum()))
-    verdict = np.where(bi == 0, None, np.where(bi == 1, "oracle", "agree")).astype(object)
-    verdict[mism] = rng.choice(["target-divergent", "amplified", "ill-conditioned"], int(mism.sum()), p=[.7, .2, .1])
+    verdict = np.where(bi == 0, None, np.where(bi == 1, Verdict.ORACLE, Verdict.AGREE)).astype(object)
+    verdict[mism] = rng.choice([Verdict.TARGET_DIVERGENT, Verdict.AMPLIFIED, Verdict.ILL_CONDITIONED], int(mism.sum()),
+                               p=[.7, .2, .1])
     verdict[~done] = None
     flat_ops = np.asarray(v_ops.values.to_numpy(zero_copy_only=False))
     first_op = flat_ops[v_ops.offsets.to_numpy()[:-1][vi]]
@@ -147,7 +149,8 @@ def generate(run_dir: Path, n: int, seed: int = 0) -> dict:
         "node_count": rng.integers(1, 400, nv)[vi], "stack": stack_dev[bi].astype(object),
         "device": np.array([b.split("@")[1] for b in BACKENDS], dtype=object)[bi],
         "status": status, "stage": stage, "error_type": err, "message": message, "cause": cause,
-        "verdict": verdict, "symptom": np.where(mism, rng.choice(["numeric", "nonfinite", "shape"], n), None),
+        "verdict": verdict, "symptom": np.where(mism, rng.choice([Symptom.NUMERIC, Symptom.NONFINITE, Symptom.SHAPE], n),
+                                                None),
         "first_div_op": np.where(mism, first_op, None), "output_dtype": np.where(done, "float32", None),
         "tol_ratio": tol_ratio, "tol_needed": tol_ratio * 1e-5,
         "task_agree": np.where(mism & (rng.random(n) < 0.2), rng.random(n), np.nan),
@@ -181,8 +184,8 @@ def measure(run_dir: str) -> None:
               "tolerance": run.tolerance_curve(), "divergence": run.divergence()}
     t2 = time.perf_counter()
     print(json.dumps({"records": len(run.records(["backend"])), "clusters": len(c),
-                      "crash_clusters": int((c["kind"] == "crash").sum()),
-                      "discrepancy_clusters": int((c["kind"] != "crash").sum()), "cluster_s": t1 - t0,
+                      "crash_clusters": int((c["kind"] == Kind.CRASH).sum()),
+                      "discrepancy_clusters": int((c["kind"] != Kind.CRASH).sum()), "cluster_s": t1 - t0,
                       "tables_s": t2 - t1, "total_s": t2 - t0, "support_rows": len(tables["support"]),
                       "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                       "arrow_peak_gib": pa_.default_memory_pool().max_memory() / 2**30}))

@@ -1,4 +1,4 @@
-"""Capture a built seed with torch.export into the one IR (workers.ir.Variant).
+"""Capture a built seed with torch.export into the one IR (core.ir.Variant).
 
 The exported program is lowered to functional ATen with high-level ops kept
 (``run_decompositions({})``: no in-place ops, ``linear``/``conv2d``/``layer_norm``
@@ -17,7 +17,8 @@ import torch.fx._pytree as fx_pytree
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
-from workers.ir import Variant
+from core.bugs import Stage
+from core.ir import Variant
 
 from .spec import BuiltSeed, count_params
 
@@ -29,14 +30,14 @@ class CaptureError(RuntimeError):
     """A seed that could not be captured; ``stage`` is build, budget or capture; ``info`` the
     seed's facts when it was built."""
 
-    def __init__(self, stage: str, message: str, info: dict | None = None):
+    def __init__(self, stage: Stage, message: str, info: dict | None = None):
         super().__init__(message)
         self.stage, self.info = stage, info
 
 
 def check_budget(params: int, max_params: int | None, info: dict | None = None) -> None:
     if max_params is not None and params > max_params:
-        raise CaptureError("budget", f"{params:,} parameters exceed the cap of {max_params:,}", info)
+        raise CaptureError(Stage.BUDGET, f"{params:,} parameters exceed the cap of {max_params:,}", info)
 
 
 @dataclass
@@ -112,7 +113,7 @@ def capture(seed: BuiltSeed, max_params: int | None = None) -> Captured:
         flat = fx_pytree.tree_flatten_spec((seed.args, seed.kwargs or {}), ep.call_spec.in_spec)
         gm = unlift(ep, flat)
     except Exception as e:  # noqa: BLE001 - any export failure is data, recorded with its type
-        raise CaptureError("capture", f"{type(e).__name__}: {e}", seed.info.to_dict()) from e
+        raise CaptureError(Stage.CAPTURE, f"{type(e).__name__}: {e}", seed.info.to_dict()) from e
     inputs = tuple(t for t in flat if isinstance(t, torch.Tensor))
     variant = Variant(gm, inputs, output_names(ep.call_spec.out_spec))
     return Captured(variant, params, time.perf_counter() - t0)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from workers.ir import Variant
+from core.ir import Variant
 
 from .capture import Captured, check_budget
 from .spec import cache_dir

@@ -2,14 +2,10 @@
 from __future__ import annotations
 
 import fnmatch
-import importlib
 
-from workers.registry import import_plugins
+from core.registry import Registry
 
 from .spec import BuiltSeed
-
-_SOURCES: dict[str, type] = {}
-_PREFIX: dict[str, str] = {}
 
 
 class SeedError(LookupError):
@@ -29,42 +25,31 @@ class SeedSource:
         raise NotImplementedError
 
 
-def register_source(cls):
-    _SOURCES[cls.name] = cls
-    _PREFIX[cls.prefix] = cls.name
-    return cls
-
-
-_BUILTIN = ("timm", "torchvision", "transformers", "ops")
+SOURCES: Registry[SeedSource] = Registry("seed source", "seeds.sources", ("timm", "torchvision", "transformers", "ops"),
+                                         "gapfuzz.seeds", SeedError)
+register_source = SOURCES.register
 _instances: dict[str, SeedSource] = {}
 
 
-def _load_builtins() -> None:
-    for mod in _BUILTIN:
-        importlib.import_module(f"seeds.sources.{mod}")
-    import_plugins()
-
-
 def source_names() -> list[str]:
-    _load_builtins()
-    return sorted(_SOURCES)
+    return SOURCES.names()
 
 
 def get_source(name: str) -> SeedSource:
-    _load_builtins()
-    if name not in _SOURCES:
-        raise SeedError(f"unknown seed source {name!r} (known: {', '.join(sorted(_SOURCES))})")
     if name not in _instances:
-        _instances[name] = _SOURCES[name]()
+        _instances[name] = SOURCES.get(name)()
     return _instances[name]
 
 
+def _prefixes() -> dict[str, str]:
+    return {cls.prefix: name for name, cls in SOURCES}
+
+
 def source_of(seed_id: str) -> SeedSource:
-    _load_builtins()
-    prefix = seed_id.split("/", 1)[0]
-    if prefix not in _PREFIX:
-        raise SeedError(f"seed id {seed_id!r} has no known source prefix ({', '.join(sorted(_PREFIX))})")
-    return get_source(_PREFIX[prefix])
+    prefix, prefixes = seed_id.split("/", 1)[0], _prefixes()
+    if prefix not in prefixes:
+        raise SeedError(f"seed id {seed_id!r} has no known source prefix ({', '.join(sorted(prefixes))})")
+    return get_source(prefixes[prefix])
 
 
 def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
@@ -73,9 +58,9 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
     and on the id without its source prefix, so both 'timm/test_*' and 'test_*' work)."""
     inc = [filter] if isinstance(filter, str) else (filter or [])
     names = [source] if source else source_names()
-    prefixes = {p.split("/", 1)[0] for p in inc if "/" in p}
-    if not source and inc and all("/" in p for p in inc) and prefixes <= set(_PREFIX):
-        names = sorted({_PREFIX[p] for p in prefixes})  # 'timm/res*' needs only timm's listing
+    prefixes, known = {p.split("/", 1)[0] for p in inc if "/" in p}, _prefixes()
+    if not source and inc and all("/" in p for p in inc) and prefixes <= set(known):
+        names = sorted({known[p] for p in prefixes})  # 'timm/res*' needs only timm's listing
     ids = [i for n in names for i in get_source(n).list_ids()]
     exc = [exclude] if isinstance(exclude, str) else (exclude or [])
 

@@ -14,15 +14,14 @@ from collections import Counter
 import torch
 
 from analysis.catalog import CatalogRow
-from analysis.signature import signature
-from workers.faults import describe
-from workers.ir import target_name
+from core.bugs import Stage, Status, describe, signature
+from core.ir import target_name
 
 from .capture import CaptureError, capture
 from .registry import SeedError, create_seed, source_of
 
 
-def _fail(row: CatalogRow, stage: str, exc: BaseException, status: str = "error") -> CatalogRow:
+def _fail(row: CatalogRow, stage: Stage, exc: BaseException, status: Status = Status.ERROR) -> CatalogRow:
     d = describe(exc.__cause__ if isinstance(exc, CaptureError) and exc.__cause__ else exc)
     row.status, row.stage, row.error_type, row.message = status, stage, d["error_type"], d["message"]
     row.signature = signature(stage, row.error_type, row.message)
@@ -38,7 +37,7 @@ def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
         row.build_s = time.perf_counter() - t0
         with contextlib.suppress(SeedError):  # a failed build still counts under its source
             row.source = source_of(seed_id).name
-        return _fail(row, "build", e)
+        return _fail(row, Stage.BUILD, e)
     row.build_s = time.perf_counter() - t0
     info = built.info
     row.source, row.family, row.task, row.output_kind = info.source, info.family, info.task, info.output_kind
@@ -46,8 +45,8 @@ def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
     try:
         cap = capture(built, max_params)
     except CaptureError as e:
-        if e.stage == "budget":
-            row.status, row.stage, row.message = "skipped", "budget", str(e)
+        if e.stage == Stage.BUDGET:
+            row.status, row.stage, row.message = Status.SKIPPED, Stage.BUDGET, str(e)
             return row
         row.capture_s = time.perf_counter() - t0 - row.build_s
         return _fail(row, e.stage, e)
@@ -62,6 +61,6 @@ def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
             v.gm(*v.inputs)
     except Exception as e:  # noqa: BLE001 - the captured graph fails on the reference
         row.run_s = time.perf_counter() - t1
-        return _fail(row, "run", e)
+        return _fail(row, Stage.RUN, e)
     row.run_s = time.perf_counter() - t1
     return row

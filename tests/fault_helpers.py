@@ -35,5 +35,7 @@ def raise_value_error():
 
 
 def as_built(payload):
-    """The shape of a build reply, for a variant the sandbox then keeps."""
-    return {"variants": [{"variant_id": "built#0", "payload": payload}]}
+    """A reply that carries a variant's payload, which the sandbox then keeps."""
+    from workers.messages import PayloadReply
+
+    return PayloadReply({"built#0": payload})

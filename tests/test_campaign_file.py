@@ -16,8 +16,8 @@ def test_default_campaign_resolves_with_defaults():
     c = load_campaign()
     assert c.name == "default"
     assert c.reference.name == "eager@cpu" and c.oracle.name == "eager-fp64@cpu"
-    assert [t.name for t in c.targets] == ["inductor@cpu", "onnxruntime@cpu", "openvino@cpu"]
-    assert c.config["capture"]["max_params"] == 100_000_000
+    assert [t.name for t in c.backends.targets] == ["inductor@cpu", "onnxruntime@cpu", "openvino@cpu"]
+    assert c.capture.max_params == 100_000_000 and c.variants.per_seed == 5 and "inject_op" in c.variants.mutators
     assert len(select_seeds(c)) == 4
 
 
@@ -44,7 +44,7 @@ def test_cuda_workers_share_a_gpu_by_fraction():
     from workers.pool import PoolSettings
 
     c = from_dict({**BASE, "pools": {"cuda": {"workers": 3, "gpus_per_worker": 0.33}}}, "c.yaml")
-    assert c.pool("cuda")["gpus_per_worker"] == 0.33 and c.pool("cpu")["gpus_per_worker"] == 1
+    assert c.pool("cuda").gpus_per_worker == 0.33 and c.pool("cpu").gpus_per_worker == 1
     assert PoolSettings(device="cuda", gpus_per_worker=0.33).actor_options()["num_gpus"] == 0.33
     assert "num_gpus" not in PoolSettings(device="cpu", gpus_per_worker=0.33).actor_options()
 

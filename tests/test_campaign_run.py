@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from core.bugs import bug_key
 from workers.align import align_case
 
 from .conftest import gapfuzz
@@ -107,7 +108,8 @@ run: {repeats: 1}
     assert proc.returncode == 0, proc.stderr
     df = _records(tmp_path / "run")
     div = df[(df["backend"] == "miscompute@cpu") & (df["verdict"] == "target-divergent")]
-    keys = {r.variant_id: align_case(r.variant_id, r.backend, r._asdict()) for r in div.itertuples()}
+    keys = {r.variant_id: align_case(r.seed_id, bug_key({**r._asdict(), "first_div_op": None}))
+            for r in div.itertuples()}
     located = div[div["first_div_op"].notna()]
     skipped = div[div["align_error"].fillna("").str.match(r"not run: (being )?located on ")]
     assert len(located) + len(skipped) == len(div) and len(skipped) >= 1

@@ -57,14 +57,20 @@ def test_onnxruntime_feeds_by_name_then_by_the_exporter_s_renaming_then_by_posit
     assert feed_order(["y"], ["x", "y"]) == [1]  # an input the export dropped is not fed
 
 
-def test_an_openvino_reproducer_compiles_as_the_pool_did():
-    """A bfloat16 SwiGLU crashed OpenVINO only at one inference thread: the reproducer must ask for it."""
-    from workers.backends import openvino
+def test_an_openvino_reproducer_compiles_as_the_pool_did(captured_vit):
+    """A bfloat16 SwiGLU crashed OpenVINO only at one inference thread: the reproducer must ask for it,
+    and it does, since it runs the pool's own prepare function, copied verbatim."""
+    import inspect
 
-    code = openvino.OpenVino.repro
+    from fuzzer.repro_code import reproducer
+    from workers.backends import openvino
+    from workers.registry import parse_backend
+
+    record = {"status": "error", "stage": "compile", "variant_id": "v#0"}
+    code = reproducer(captured_vit.variant, parse_backend("openvino@cpu", {"threads": 4}), record, "t", {})
+    for fn in (openvino.prepare_openvino, openvino.compile_config, openvino.ov_input, openvino.ov_output):
+        assert inspect.getsource(fn) in code
     namespace: dict = {}
-    exec(code[code.index("def compile_config"):code.index("def run_backend")], namespace)
-    for options in ({}, {"threads": 4, "INFERENCE_PRECISION_HINT": "f32"}):
-        assert namespace["compile_config"](options) == openvino.compile_config(options)
-    assert openvino.compile_config({})["INFERENCE_NUM_THREADS"] == "1"
-    assert "compile_config(OPTIONS)" in code
+    exec(inspect.getsource(openvino.compile_config), namespace)
+    assert namespace["compile_config"]({})["INFERENCE_NUM_THREADS"] == "1"
+    assert "OPTIONS = {'threads': 4}" in code and "PREPARE = prepare_openvino" in code

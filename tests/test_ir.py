@@ -5,7 +5,7 @@ import pickle
 
 import torch
 
-from workers.ir import Variant, graph_from_json, graph_to_json
+from core.ir import Variant, graph_from_json, graph_to_json
 
 
 def test_payload_roundtrip_is_exact(captured_vit):
@@ -42,7 +42,7 @@ def test_checksum_sees_one_changed_weight(captured_vit):
 
 
 def test_checksum_ignores_the_stride_of_a_one_element_view():
-    from workers.ir import checksum
+    from core.ir import checksum
 
     one = torch.as_strided(torch.arange(128.0), (1,), (64,))  # what narrowing a dim to 1 can leave
     assert checksum([("x", one)]) == checksum([("x", torch.tensor([0.0]))])

@@ -9,8 +9,9 @@ import torch
 
 from fuzzer.generate import build_seed_variants, replay
 from fuzzer.guidance import Chooser, Feedback
+from fuzzer.messages import BuildRequest
+from fuzzer.settings import VariantSettings
 from fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
-from fuzzer.recipe import Recipe
 from fuzzer.validate import evaluate
 from seeds import create_seed
 from seeds.capture import capture
@@ -67,29 +68,32 @@ def test_incremental_evaluation_equals_a_full_run(bases):
         assert all(torch.equal(a, b) for a, b in zip(full, [t for t in v.gm(*v.inputs)])), name
 
 
-def test_recipes_replay_to_the_same_graph_weights_and_inputs():
-    gen = {"include_seed": True, "mutations": 2, "max_tries": 8}
-    result = build_seed_variants("timm/test_convnext", [0, 1, 2, 3], gen, 7, list_mutators(), None)
-    assert result["status"] == "ok"
-    assert len({v["graph_hash"] for v in result["variants"]}) == 4
-    for v in result["variants"]:
-        again = replay(Recipe.from_json(v["recipe"]))
-        assert again.graph_hash == v["graph_hash"]
-        sent = v["payload"]
-        from workers.ir import Variant
+def _build(seed_id: str, indices: list[int], campaign_seed: int, mutators: list[str], include_seed: bool = True):
+    settings = VariantSettings(per_seed=len(indices), include_seed=include_seed, mutations=2, mutators=mutators,
+                               guidance="uniform", max_tries=8)
+    return build_seed_variants(BuildRequest(seed_id, indices, settings, campaign_seed, None))
 
-        w = Variant.from_payload(sent)
+
+def test_recipes_replay_to_the_same_graph_weights_and_inputs():
+    from core.ir import Variant
+
+    result = _build("timm/test_convnext", [0, 1, 2, 3], 7, list_mutators())
+    assert result.ok and [v.index for v in result.variants] == [0, 1, 2, 3]
+    assert len({v.graph_hash for v in result.variants}) == 4
+    for v in result.variants:
+        again = replay(v.recipe)
+        assert again.graph_hash == v.graph_hash
+        w = Variant.from_payload(result.payloads[v.variant_id])
         assert again.weight_checksum() == w.weight_checksum() and again.input_checksum() == w.input_checksum()
-    again = build_seed_variants("timm/test_convnext", [1], gen, 7, list_mutators(), None)
-    assert again["variants"][0]["recipe"] == result["variants"][1]["recipe"]
+    again = _build("timm/test_convnext", [1], 7, list_mutators())
+    assert again.variants[0].recipe == result.variants[1].recipe
 
 
 def test_semantics_preserving_variants_agree_with_their_seed():
-    gen = {"include_seed": False, "mutations": 2, "max_tries": 8}
     keep = [n for n, _, k, _ in mutator_table() if k]
-    result = build_seed_variants("timm/test_vit", list(range(6)), gen, 3, keep, None)
-    checked = [v for v in result["variants"] if v["metamorphic_ok"] is not None]
-    assert checked and all(v["metamorphic_ok"] for v in checked)
+    result = _build("timm/test_vit", list(range(6)), 3, keep, include_seed=False)
+    checked = [v for v in result.variants if v.metamorphic_ok is not None]
+    assert checked and all(v.metamorphic_ok for v in checked)
 
 
 def test_mutator_selection_by_glob_and_family():
@@ -99,16 +103,18 @@ def test_mutator_selection_by_glob_and_family():
 
 
 def test_mcmc_and_coverage_guidance_favour_mutators_that_found_something():
-    names = ["a", "b", "c", "d"]
-    fb = Feedback(names, pool_ops=["cumsum", "flip"])
+    names = ["insert_unary", "replace_activation", "inject_binary", "inject_op"]
+    a, d = names[0], names[-1]
+    fb = Feedback(names)
     for _ in range(20):
-        fb.update([["a", {}]], ["aten.sin.default"], [("x@cpu", "crash", f"k{_}")])
-        fb.update([["d", {}], ["inject_op", {"op": "cumsum"}]], ["aten.sin.default"], [("x@cpu", "ok", None)])
-    assert fb.scores()["a"] > 0.9 > 0.1 > fb.scores()["d"]
+        fb.update([[a, {}]], ["aten.sin.default"], [("x@cpu", "crash", f"k{_}")])
+        fb.update([[d, {"op": "cumsum"}]], ["aten.sin.default"], [("x@cpu", "ok", None)])
+    assert fb.scores()[a] > 0.9 > 0.1 > fb.scores()[d]
     for mode in ("mcmc", "coverage"):
         chooser = Chooser(names, fb.snapshot(mode))
         picks = Counter(chooser.choose(random.Random(i)) for i in range(400))
-        assert picks["a"] > picks["d"], mode
-    assert fb.snapshot("coverage")["op_weights"]["flip"] > fb.snapshot("coverage")["op_weights"]["cumsum"]
+        assert picks[a] > picks[d], mode
+    weights = fb.snapshot("coverage").choice_weights["inject_op"]  # the op pool: least used first
+    assert weights["flip"] > weights["cumsum"] and set(weights) == set(get_mutator("inject_op").choices())
     uniform = Counter(Chooser(names, None).choose(random.Random(i)) for i in range(400))
     assert min(uniform.values()) > 60

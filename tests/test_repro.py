@@ -6,10 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+import torch
 
+from core.bugs import bug_key
 from fuzzer.campaign import from_dict
-from fuzzer.repro import BLOCK_GAPFUZZ, reproduce
+from fuzzer.repro import reproduce
 from fuzzer.shrink.core import Shrinker
 from seeds import create_seed
 from seeds.capture import capture
@@ -32,7 +33,7 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
     record = {"campaign": "t", "variant_id": "timm/test_vit#0", "seed_id": "timm/test_vit", "seed_source": "timm",
               "family": "vision_transformer", "backend": "miscompute@cpu", "status": "mismatch", "stage": "compare",
               "symptom": "numeric", "verdict": "target-divergent", "first_div_op": "aten.gelu.default",
-              "output_kind": "class_logits", "output_dtype": "float32", "graph_hash": v.graph_hash,
+              "output_kind": "class_logits", "output_dtype": "float32", "tol_ratio": 4000.0, "graph_hash": v.graph_hash,
               "recipe": '{"mutations":[],"rng":0,"seed":"timm/test_vit"}'}
     result = reproduce(run, record, tmp_path / "repro", max_calls=120)
     assert result.status == "reproducible", result
@@ -40,10 +41,10 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
     folder = tmp_path / "repro"
     assert {"repro.py", "inputs.pt", "report.md", "shrink.json"} <= {p.name for p in folder.iterdir()}
     code = (folder / "repro.py").read_text()
-    assert "fuzzer" not in code and "workers" not in code and "aten.gelu.default" in code
-    proc = subprocess.run([sys.executable, "-c", BLOCK_GAPFUZZ + "import runpy; runpy.run_path('repro.py', "
-                           "run_name='__main__')"], cwd=folder, capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "import fuzzer" not in code and "import workers" not in code and "aten.gelu.default" in code
+    # a plug-in stack is its own class, which the reproducer imports from where the campaign named it
+    proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True)
+    assert proc.returncode == 1 and "the bug is present" in proc.stdout, proc.stdout + proc.stderr
     report = (folder / "report.md").read_text()
     for part in ("## Summary", "## Reproduce", "## Expected and actual", "## How it was found", "## Environment",
                  "PyTorch version"):
@@ -63,18 +64,92 @@ def test_shrinker_consider_skips_seen_and_larger_candidates():
     assert not sh.consider(small) and not sh.consider(v) and len(calls) == 1  # seen, then larger: no call
 
 
-def test_discrepancy_signature_keeps_who_the_oracle_blames():
-    from fuzzer.shrink.predicate import Signature
-    from workers.outcome import RunOutcome
+def test_the_reducer_keeps_a_divergence_only_while_its_bug_key_holds():
+    def key(**fields):
+        return bug_key({"backend": "t@cpu", "status": "mismatch", "symptom": "numeric", "output_dtype": "float32",
+                        "tol_ratio": 50.0, **fields})
 
-    def outcome(verdict):
-        return RunOutcome(backend="t", stack="t", device="cpu", status="mismatch", figures={"verdict": verdict, "symptom": "numeric"})
+    ours = key(verdict="reference-divergent", first_div_op="aten.gelu.default")
+    assert ours.shown_by(key(verdict="reference-divergent", tol_ratio=3.0), ["aten.gelu.default"])  # band may drop
+    assert not ours.shown_by(key(verdict="target-divergent"), ["aten.gelu.default"])  # who float64 blames stays
+    assert not ours.shown_by(key(verdict="reference-divergent"), ["aten.add.Tensor"])  # its op must stay
+    assert not ours.shown_by(key(verdict="reference-divergent", symptom="nonfinite"), ["aten.gelu.default"])
+    assert not ours.shown_by(None, ["aten.gelu.default"])
+    crash = bug_key({"backend": "t@cpu", "stack": "t", "device": "cpu", "status": "crash", "stage": "run",
+                     "error_type": "SIGSEGV", "message": "Fatal Python error: Segmentation fault"})
+    assert crash.shown_by(crash) and not crash.shown_by(key(verdict="target-divergent"))
 
-    ours = Signature.of({"status": "mismatch", "symptom": "numeric", "verdict": "reference-divergent"})
-    assert ours.matches(outcome("reference-divergent"), [])
-    assert not ours.matches(outcome("target-divergent"), [])
-    legacy = Signature.of({"status": "mismatch", "symptom": "numeric"})  # records without a verdict
-    assert legacy.matches(outcome("target-divergent"), []) and not legacy.matches(outcome("ill-conditioned"), [])
+
+class Cancellation(torch.nn.Module):
+    """(x + 1e8) - 1e8: float32 loses x entirely, float64 keeps it."""
+
+    def forward(self, x):
+        return (x + 1e8) - 1e8
+
+
+def _cancellation():
+    from seeds.capture import capture as cap
+    from seeds.spec import BuiltSeed, SeedInfo
+
+    return cap(BuiltSeed(SeedInfo(id="test/cancel", source="test"), Cancellation(), (torch.ones(4),))).variant
+
+
+@pytest.mark.parametrize("plugin, verdict", [("Float64Compute", "reference-divergent"),
+                                             ("AddToOutputs", "ill-conditioned")])
+def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_path, plugin, verdict):
+    """It used to exit 1 only when the target was further from float64 than eager: a reference-divergent
+    or ill-conditioned cluster's reproducer said 'not reproduced' while the bug was there."""
+    from fuzzer.repro import verify
+    from fuzzer.repro_code import reproducer, save_inputs
+    from workers.registry import parse_backend
+
+    v = _cancellation()
+    target = parse_backend("x@cpu", cls_path=f"tests.numeric_backends:{plugin}")
+    record = {"status": "mismatch", "verdict": verdict, "symptom": "numeric", "variant_id": "test/cancel#0"}
+    (tmp_path / "repro.py").write_text(reproducer(v, target, record, "t", {"tolerances": {}, "multiplier": 3.0,
+                                                                            "far": 1000.0}))
+    save_inputs(v, tmp_path / "inputs.pt")
+    failures, out = verify(tmp_path, tries=1, block_gapfuzz=False)
+    assert failures == 1 and f"verdict {verdict}" in out and "the bug is present" in out, out
+
+
+def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_path):
+    """Both used to disagree: the reproducer had its own tolerance table."""
+    from fuzzer.repro import verify
+    from fuzzer.repro_code import reproducer, save_inputs
+    from fuzzer.shrink.predicate import SameBug
+    from workers.compare import Settings
+    from workers.messages import JudgeSettings
+    from workers.registry import parse_backend
+
+    v = _cancellation()
+    target = parse_backend("x@cpu", {"by": 1e-3}, cls_path="tests.numeric_backends:AddToOutputs")
+    ref, oracle = parse_backend("eager@cpu"), parse_backend("eager-fp64@cpu")
+    record = {"status": "mismatch", "verdict": "ill-conditioned", "symptom": "numeric", "backend": target.name,
+              "output_dtype": "float32", "tol_ratio": 88.0, "variant_id": "test/cancel#0"}
+    key = bug_key(record)
+    save_inputs(v, tmp_path / "inputs.pt")
+    for tolerance, present in ((None, True), ([1e-2, 1e-2], False)):  # 1e-3 off: beyond the default, within 1e-2
+        compare = {"tolerances": {"float32": tolerance} if tolerance else {}, "multiplier": 3.0, "far": 1.0}
+        settings = JudgeSettings(ref.name, oracle.name, repeats=1, compare=Settings.from_dict(compare), align=False)
+        same_bug = SameBug(target, ref, oracle, key, settings, "test/cancel")
+        try:
+            assert same_bug(v) is present, tolerance
+        finally:
+            same_bug.close()
+        (tmp_path / "repro.py").write_text(reproducer(v, target, record, "t", compare))
+        failures, out = verify(tmp_path, tries=1, block_gapfuzz=False)
+        assert failures == int(present), out
+
+
+def test_an_amplified_cluster_is_refused_with_one_line(tmp_path):
+    from fuzzer.repro import ReproError
+
+    record = {"status": "mismatch", "verdict": "amplified", "symptom": "numeric", "backend": "inductor@cpu",
+              "variant_id": "timm/x#1", "output_dtype": "float32"}
+    with pytest.raises(ReproError, match="amplified rounding") as e:
+        reproduce(tmp_path, record, tmp_path / "out")
+    assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
 
 
 def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):
@@ -107,7 +182,7 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
     import torch.fx as fx
 
     from fuzzer.shrink.passes import as_inputs, cut_after, cut_output
-    from workers.ir import Variant
+    from core.ir import Variant
 
     aten = torch.ops.aten
     graph = fx.Graph()

@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 from workers import pipe
+from workers.executor import Executor
+from workers.registry import BackendSpec
 from workers.sandbox import Fault, RemoteError, Sandbox
+
+from . import fault_helpers
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +24,11 @@ def sandbox():
 
 
 def _call(sb, name, timeout=60.0):
-    return sb.request("call", f"tests.fault_helpers:{name}", (), {}, timeout=timeout)
+    return sb.request(Executor.call, getattr(fault_helpers, name), (), {}, timeout=timeout)
 
 
 def test_reply_and_restart_after_each_fault(sandbox):
-    assert sandbox.request("call", "tests.fault_helpers:echo", (5,), {}) == 5
+    assert sandbox.request(Executor.call, fault_helpers.echo, (5,), {}) == 5
     cases = {"segfault": ("crash", "signal:SIGSEGV"), "abort": ("crash", "signal:SIGABRT"),
              "hog_memory": ("oom", "limit:memory 1.0GiB")}
     for name, (status, cause) in cases.items():
@@ -33,13 +37,13 @@ def test_reply_and_restart_after_each_fault(sandbox):
         assert (fault.status, fault.cause) == (status, cause)
         if status == "crash":  # the message is where in Python it died, not what was printed before
             assert fault.message.startswith("Fatal Python error") and f"in {name}" in fault.message
-        assert sandbox.request("call", "tests.fault_helpers:echo", (name,), {}) == name
+        assert sandbox.request(Executor.call, fault_helpers.echo, (name,), {}) == name
 
 
 def test_hang_ends_at_the_timeout(sandbox):
     fault = _call(sandbox, "hang", timeout=2.0)
     assert isinstance(fault, Fault) and fault.status == "timeout" and fault.cause == "limit:timeout 2s"
-    assert sandbox.request("ping") > 0
+    assert sandbox.request(Executor.ping) > 0
 
 
 def test_an_exception_is_reported_not_fatal(sandbox):
@@ -56,7 +60,7 @@ def test_large_buffers_cross_both_ways_writable_and_leave_no_file(sandbox):
     before = _spill_files()
     big = np.arange(3 * pipe.SPILL_BYTES // 8, dtype=np.float64)
     small = np.arange(10, dtype=np.int32)
-    back = sandbox.request("call", "tests.fault_helpers:echo", ({"big": big, "small": small},), {})
+    back = sandbox.request(Executor.call, fault_helpers.echo, ({"big": big, "small": small},), {})
     assert np.array_equal(back["big"], big) and np.array_equal(back["small"], small)
     assert back["big"].flags.writeable  # a backend may write into what it received
     back["big"][0] = -1.0
@@ -87,46 +91,46 @@ def test_a_region_sent_twice_is_written_once_and_arrives_intact(monkeypatch):
 def test_a_large_request_to_a_process_that_dies_leaves_no_file(sandbox):
     before = _spill_files()
     big = np.zeros(2 * pipe.SPILL_BYTES, dtype=np.uint8)
-    fault = sandbox.request("call", "tests.fault_helpers:segfault", (big,), {}, timeout=60.0)
+    fault = sandbox.request(Executor.call, fault_helpers.segfault, (big,), {}, timeout=60.0)
     assert isinstance(fault, Fault) and fault.status == "crash"
     assert _spill_files() == before
 
 
 def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets():
     from workers.executor import Executor
-    from workers.ir import Variant
+    from core.ir import Variant
 
     torch = pytest.importorskip("torch")
     gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 3))
     payload = Variant(gm, (torch.ones(2, 4),)).to_payload()
     ex = Executor()
     ex.load("v", payload)
-    eager = {"stack": "eager", "device": "cpu"}
-    zero = {"stack": "zero-weights", "device": "cpu", "cls_path": "tests.numeric_backends:ZeroWeights"}
-    before = ex.run("v", eager)["outputs"]
-    assert ex.run("v", zero)["outputs"][0].abs().sum() == 0
-    after = ex.run("v", eager)["outputs"]
+    eager = BackendSpec("eager", "cpu")
+    zero = BackendSpec("zero-weights", "cpu", cls_path="tests.numeric_backends:ZeroWeights")
+    before = ex.run("v", eager).outputs
+    assert ex.run("v", zero).outputs[0].abs().sum() == 0
+    after = ex.run("v", eager).outputs
     assert torch.equal(before[0], after[0]) and before[0].abs().sum() > 0
 
 
 def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
-    from workers.ir import Variant
+    from core.ir import Variant
+    from workers.messages import JudgeSettings, RunRequest
     from workers.runner import run_variant
 
     torch = pytest.importorskip("torch")
     payload = Variant(torch.fx.symbolic_trace(torch.nn.Linear(4, 3)), (torch.ones(2, 4),)).to_payload()
-    sandbox.request("call", "tests.fault_helpers:as_built", (payload,), {}, keep_key="payload")
+    sandbox.request(Executor.call, fault_helpers.as_built, (payload,), {}, keep_payloads=True)
     fetched = []
 
     def fetch():
         fetched.append(1)
         return payload
-    specs = [{"stack": "eager", "device": "cpu"}]
-    settings = {"reference": "eager@cpu", "oracle": None}
-    outcomes, _ = run_variant(sandbox, "built#0", None, specs, settings, fetch=fetch)
+    request = RunRequest("built#0", "built", None, [BackendSpec("eager", "cpu")], JudgeSettings("eager@cpu"))
+    outcomes, _ = run_variant(sandbox, request, fetch=fetch)
     assert outcomes[0].status == "ok" and not fetched
     sandbox.stop()  # a fresh process does not have it: the payload is fetched and sent
-    outcomes, _ = run_variant(sandbox, "built#0", None, specs, settings, fetch=fetch)
+    outcomes, _ = run_variant(sandbox, request, fetch=fetch)
     assert outcomes[0].status == "ok" and fetched == [1]
 
 
@@ -139,7 +143,7 @@ def test_tensors_of_every_dtype_cross_the_pipe_exactly(sandbox):
     sent = [base.to(d) for d in (torch.uint16, torch.uint32, torch.uint64, torch.bfloat16, torch.bool,
                                  torch.complex64, torch.int8)]
     sent += [base.transpose(0, 2), base[:, 1], base.expand(2, 2, 3, 4)[1], torch.tensor(7.0), torch.empty(0, 3)]
-    back = sandbox.request("call", "tests.fault_helpers:echo", (sent,), {})
+    back = sandbox.request(Executor.call, fault_helpers.echo, (sent,), {})
     for a, b in zip(sent, back, strict=True):
         assert type(b) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
         assert torch.equal(a, b)

@@ -1,5 +1,6 @@
 """Messages that differ only in numbers, shapes, addresses or paths share a template."""
-from analysis.signature import signature_id, template
+from core.bugs import key_id
+from core.templates import template
 
 
 def test_incidental_parts_are_masked():
@@ -13,5 +14,5 @@ def test_incidental_parts_are_masked():
 
 def test_different_words_stay_apart():
     assert template("index out of range") != template("division by zero")
-    assert signature_id("a", "b") != signature_id("a", "c")
-    assert signature_id("a", "b") == signature_id("a", "b")
+    assert key_id("a", "b") != key_id("a", "c")
+    assert key_id("a", "b") == key_id("a", "b")

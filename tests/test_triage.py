@@ -9,9 +9,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from analysis.clusters import clusters, error_band
+from analysis.clusters import clusters
+from core.bugs import error_band
 from analysis.portability import seeds, slowdowns, support, tolerance_curve
-from analysis.templates import template, template_array
+from core.templates import template, template_array
 
 # Pairs of real messages that differ only in numbers, shapes, addresses, paths or generated names.
 SAME = {
@@ -200,8 +201,8 @@ def test_cluster_summary_counts_seeds_families_mutations_and_smallest_representa
 
 
 def test_error_band_buckets_by_decade():
-    bands = error_band(pd.Series([0.5, 1.0, 9.9, 10.0, 3e5, 1e9, np.nan, None], dtype=float)).tolist()
-    assert bands == ["<1", "1e0", "1e0", "1e1", "1e5", "1e6+", "-", "-"]
+    bands = error_band(pa.array([0.5, 1.0, 9.9, 10.0, 3e5, 1e9, np.nan, None, np.inf, 0.0])).to_pylist()
+    assert bands == ["<1", "1e0", "1e0", "1e1", "1e5", "1e6+", "-", "-", "1e6+", "<1"]
 
 
 def test_no_clusters_when_everything_agrees():

@@ -2,6 +2,7 @@
 the first divergent node, amplified rounding, and the detection adapter."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from seeds.capture import capture
 from seeds.spec import BuiltSeed, SeedInfo
 from workers.align import AlignLedger
 from workers.compare import Settings, attribute, compare
+from workers.messages import JudgeSettings, RunRequest
 from workers.registry import parse_backend
 from workers.runner import run_variant
 from workers.sandbox import Sandbox
@@ -86,16 +88,16 @@ def sandbox():
     sb.close()
 
 
-def _run(sandbox, variant, target: dict, **settings):
-    specs = [parse_backend("eager@cpu").to_dict(), parse_backend("eager-fp64@cpu").to_dict(), target]
-    base = {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "repeats": 1, "timeout_s": 120,
-            "output_names": list(variant.output_names)}
-    outcomes, _ = run_variant(sandbox, "v", variant.to_payload(), specs, {**base, **settings})
+def _run(sandbox, variant, target, output_kind="tensor", **settings):
+    specs = [parse_backend("eager@cpu"), parse_backend("eager-fp64@cpu"), target]
+    judge = JudgeSettings("eager@cpu", "eager-fp64@cpu", repeats=1, timeout_s=120, **settings)
+    request = RunRequest("v", "s", variant.to_payload(), specs, judge, output_kind, list(variant.output_names))
+    outcomes, _ = run_variant(sandbox, request)
     return outcomes[2]
 
 
-def _plugin(cls: str, **options) -> dict:
-    return parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{cls}").to_dict()
+def _plugin(cls: str, **options):
+    return parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{cls}")
 
 
 def test_a_float64_backend_is_never_blamed(sandbox):
@@ -124,8 +126,7 @@ def test_a_case_is_located_once_and_named_by_the_runs_after_it(sandbox):
     again = _run(sandbox, v, target, ledger=ledger)
     assert again.figures["verdict"] == "target-divergent" and again.figures.get("first_div_node") is None
     assert again.figures["align_error"] == "not run: located on v at aten.tanh.default"
-    ledger.cases = {k.replace("round-bf16", "other"): w for k, w in ledger.cases.items()}
-    other = _run(sandbox, v, target, ledger=ledger)
+    other = _run(sandbox, v, dataclasses.replace(target, label="other"), ledger=ledger)
     assert other.figures["first_div_node"] == chosen  # another target's case does not count
 
 
@@ -139,7 +140,7 @@ def test_a_failed_location_lets_the_next_run_of_the_case_try():
 
 def test_agreeing_runs_are_not_aligned(sandbox):
     v = _variant(Small(), torch.randn(4, 16))
-    out = _run(sandbox, v, parse_backend("eager@cpu", label="copy").to_dict())
+    out = _run(sandbox, v, parse_backend("eager@cpu", label="copy"))
     assert out.figures["verdict"] == "agree" and "first_div_node" not in out.figures
 
 

@@ -1,6 +1,6 @@
 """Workers: backends, sandboxes and Ray pools that run graphs and compare their outputs.
 
-Knows nothing of seeds or mutations: it takes a variant payload (workers.ir) and a list of
+Knows nothing of seeds or mutations: it takes a variant payload (core.ir) and a list of
 backend specs, and returns one RunOutcome per backend.
 """
 import logging

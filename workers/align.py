@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from core.bugs import BugKey, Verdict
+
 from .compare import Settings, attribute, compare
 from .interpret import node_values, prefix_graph, probe_nodes, tensor_inputs
 
@@ -30,13 +32,10 @@ DISCONTINUOUS = {
 GROWTH_POINTS = 48
 
 
-def align_case(variant_id: str, backend: str, figures: dict) -> str:
-    """What makes two divergent runs the same case for tier 2: the seed (the variant id up to
-    ``#``), the target, the tier-1 symptom, the output dtype and the decade of the error."""
-    r = figures.get("tol_ratio") or 0.0
-    decade = "<1" if not r or r < 1 else ("inf" if math.isinf(r) else str(min(6, int(math.log10(r)))))
-    seed = variant_id.rsplit("#", 1)[0]
-    return f"{seed}|{backend}|{figures.get('symptom')}|{figures.get('output_dtype')}|{decade}"
+def align_case(seed_id: str, key: BugKey) -> str:
+    """What makes two divergent runs the same case for tier 2: the same seed and the same bug key
+    (which tier 2 has not yet completed with the first divergent op)."""
+    return f"{seed_id}|{key.id}"
 
 
 class AlignLedger:
@@ -85,7 +84,7 @@ class Aligner:
     def _diverges(self, name: str, value) -> bool:
         v = attribute([value], [self.ref[name]], [self.oracle[name]], self.s)
         self.growth[name] = compare([value], [self.ref[name]], self.s).tol_ratio
-        return v.verdict == "target-divergent"
+        return v.verdict == Verdict.TARGET_DIVERGENT
 
     def _run_prefix(self, k: int) -> list:
         node = self.nodes[k]

@@ -13,12 +13,14 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from core.bugs import Symptom, Verdict
+
 # torch.testing's defaults (rtol, atol); integers and bools compare exactly.
 DEFAULT_TOLERANCES = {
     "float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5),
     "bfloat16": (1.6e-2, 1e-5), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7),
 }
-SYMPTOM_ORDER = ("structure", "shape", "dtype", "nonfinite", "integer", "value", "numeric")
+SYMPTOM_ORDER = [s.value for s in Symptom]  # worst first
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Settings:
 class Closeness:
     """Tier-1 figures of one output list against another (worst over outputs)."""
 
-    symptom: str | None = None  # None when every output passes at the default tolerance
+    symptom: Symptom | None = None  # None when every output passes at the default tolerance
     mismatched_outputs: int = 0
     worst_output: int | None = None
     max_abs_err: float = 0.0
@@ -58,7 +60,7 @@ class Closeness:
     def passed(self) -> bool:
         return self.symptom is None
 
-    def worse(self, symptom: str, index: int) -> None:
+    def worse(self, symptom: Symptom, index: int) -> None:
         self.mismatched_outputs += 1
         if self.symptom is None or SYMPTOM_ORDER.index(symptom) < SYMPTOM_ORDER.index(self.symptom):
             self.symptom, self.worst_output = symptom, index
@@ -74,14 +76,14 @@ def ulp(x: torch.Tensor) -> torch.Tensor:
 def compare(actual: list, expected: list, settings: Settings) -> Closeness:
     c = Closeness()
     if len(actual) != len(expected):
-        c.worse("structure", min(len(actual), len(expected)))
+        c.worse(Symptom.STRUCTURE, min(len(actual), len(expected)))
         return c
     for i, (a, b) in enumerate(zip(actual, expected)):
         if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
             if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
-                c.worse("structure", i)
+                c.worse(Symptom.STRUCTURE, i)
             elif a != b and not (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)):
-                c.worse("value", i)
+                c.worse(Symptom.VALUE, i)
             continue
         _compare_tensor(c, i, a, b, settings)
     return c
@@ -90,19 +92,19 @@ def compare(actual: list, expected: list, settings: Settings) -> Closeness:
 def _compare_tensor(c: Closeness, i: int, a: torch.Tensor, b: torch.Tensor, s: Settings) -> None:
     c.output_dtype = c.output_dtype or str(b.dtype).removeprefix("torch.")
     if a.shape != b.shape:
-        c.worse("shape", i)
+        c.worse(Symptom.SHAPE, i)
         return
     if not (b.is_floating_point() or b.is_complex()):
         if a.is_floating_point() or a.is_complex():
-            c.worse("dtype", i)
+            c.worse(Symptom.DTYPE, i)
             return
         wrong = int((a.to(torch.int64) != b.to(torch.int64)).sum()) if a.numel() else 0
         if wrong:
-            c.worse("integer", i)
+            c.worse(Symptom.INTEGER, i)
             c.max_abs_err = max(c.max_abs_err, float((a.double() - b.double()).abs().max()))
         return
     if a.dtype != b.dtype and a.is_floating_point() != b.is_floating_point():
-        c.worse("dtype", i)
+        c.worse(Symptom.DTYPE, i)
         return
     if a.is_complex() or b.is_complex():
         a, b = torch.view_as_real(a.to(torch.complex128)), torch.view_as_real(b.to(torch.complex128))
@@ -129,16 +131,16 @@ def _compare_tensor(c: Closeness, i: int, a: torch.Tensor, b: torch.Tensor, s: S
         numeric_bad = False
     if bad_nonfinite:
         c.nonfinite_mismatch += bad_nonfinite
-        c.worse("nonfinite", i)
+        c.worse(Symptom.NONFINITE, i)
     elif numeric_bad:
-        c.worse("numeric", i)
+        c.worse(Symptom.NUMERIC, i)
 
 
 @dataclass
-class Verdict:
+class Attribution:
     """Target vs reference, attributed with the oracle."""
 
-    verdict: str  # agree, target-divergent, reference-divergent, ill-conditioned, no-oracle
+    verdict: Verdict
     closeness: Closeness
     target_oracle: float | None = None  # tol_ratio of target vs oracle
     reference_oracle: float | None = None
@@ -154,25 +156,25 @@ def _oracle_error(x: list, oracle: list, s: Settings) -> tuple[float, str | None
     cast = [o.to(a.dtype) if isinstance(o, torch.Tensor) and isinstance(a, torch.Tensor)
             and a.is_floating_point() and o.is_floating_point() else o for a, o in zip(x, oracle)]
     c = compare(x, cast, s)
-    if c.symptom in ("structure", "shape", "value"):
+    if c.symptom in (Symptom.STRUCTURE, Symptom.SHAPE, Symptom.VALUE):
         return math.inf, c.symptom
     return c.tol_ratio + (math.inf if c.nonfinite_mismatch else 0.0) + (
-        c.max_abs_err if c.symptom == "integer" else 0.0), c.symptom
+        c.max_abs_err if c.symptom == Symptom.INTEGER else 0.0), c.symptom
 
 
-def attribute(target: list, reference: list, oracle: list | None, s: Settings) -> Verdict:
+def attribute(target: list, reference: list, oracle: list | None, s: Settings) -> Attribution:
     close = compare(target, reference, s)
     if close.passed:
-        return Verdict("agree", close)
+        return Attribution(Verdict.AGREE, close)
     if oracle is None:
-        return Verdict("no-oracle", close)
+        return Attribution(Verdict.NO_ORACLE, close)
     et, _ = _oracle_error(target, oracle, s)
     er, _ = _oracle_error(reference, oracle, s)
-    v = Verdict("agree", close, et, er)
+    v = Attribution(Verdict.AGREE, close, et, er)
     if et > s.multiplier * er + 1.0:
-        v.verdict = "target-divergent"
+        v.verdict = Verdict.TARGET_DIVERGENT
     elif er > s.multiplier * et + 1.0:
-        v.verdict = "reference-divergent"
+        v.verdict = Verdict.REFERENCE_DIVERGENT
     elif et > s.far and er > s.far:
-        v.verdict = "ill-conditioned"
+        v.verdict = Verdict.ILL_CONDITIONED
     return v

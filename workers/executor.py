@@ -2,14 +2,14 @@
 
 It stays warm across runs (imports and compile caches reused) and dies alone when a
 backend segfaults, aborts or is killed for a limit. Requests arrive as pickled tuples on
-one pipe; each gets one reply on the other: ``("ok", value)`` or ``("err", description)``.
+one pipe, each naming an ``Executor`` method (by reference); each gets one reply on the other:
+``(REPLY, value)`` or ``(RAISED, description)``.
 """
 from __future__ import annotations
 
 import ctypes
 import faulthandler
 import gc
-import importlib
 import os
 import signal
 import statistics
@@ -17,9 +17,12 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
+from core.bugs import Stage, describe, status_of_error
+
 from . import pipe
-from .faults import describe, status_of_error
-from .sandbox import rss_bytes
+from .backend import stage_of
+from .messages import Execution, PayloadReply
+from .sandbox import RAISED, REPLY, rss_bytes
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
 KEEP_BYTES = 1 << 30  # built payloads kept for local loads
@@ -50,10 +53,8 @@ def to_host(out) -> list:
     """Flat outputs, detached on the CPU; non-tensor leaves kept as plain values."""
     import torch
 
-    from .ir import flatten_outputs
-
     host = []
-    for leaf in flatten_outputs(out):
+    for leaf in torch.utils._pytree.tree_leaves(out):
         if isinstance(leaf, torch.Tensor):
             host.append(leaf.detach().to("cpu", copy=True))
         elif leaf is None or isinstance(leaf, (bool, int, float, str)):
@@ -66,7 +67,7 @@ def to_host(out) -> list:
 def same_bits(a: list, b: list) -> bool:
     import torch
 
-    from .ir import byte_view
+    from core.ir import byte_view
 
     if len(a) != len(b):
         return False
@@ -81,11 +82,10 @@ def same_bits(a: list, b: list) -> bool:
     return True
 
 
-def first_call_stage(backend, exc: BaseException) -> str:
+def first_call_stage(backend, exc: BaseException) -> Stage:
     """Lazy compilers (torch.compile) compile on the first call: their errors are compile errors."""
-    modules = getattr(backend, "compile_error_modules", ())
     origin = type(exc).__module__ or ""
-    return "compile" if any(origin.startswith(m) for m in modules) else "run"
+    return Stage.COMPILE if any(origin.startswith(m) for m in backend.compile_error_modules) else Stage.RUN
 
 
 class Executor:
@@ -111,7 +111,7 @@ class Executor:
         """Deserialise a variant and checksum what arrived. ``payload`` None: a variant this process
         built (see ``call``'s ``keep_key``), which then never crosses a process boundary; the reply
         carries its seed outputs, which the caller would otherwise read from the payload."""
-        from .ir import Variant
+        from core.ir import Variant
 
         local = payload is None
         if local and variant_id not in self.kept:
@@ -132,39 +132,37 @@ class Executor:
         """The loaded variant for one backend. Backends that never write what they are given
         (``leaves_variant_intact``) share it; any other gets its own copy, so that each backend
         sees exactly what was sent."""
-        from .ir import Variant
+        from core.ir import Variant
 
-        if getattr(backend, "leaves_variant_intact", False) and self._pristine and self._pristine[0] == variant_id:
+        if backend.leaves_variant_intact and self._pristine and self._pristine[0] == variant_id:
             return self._pristine[1]
         return Variant.from_payload(self.payloads[variant_id])
 
-    def run(self, variant_id: str, spec: dict, repeats: int = 3) -> dict:
-        """Prepare and run one backend on the loaded variant; errors become a result."""
+    def run(self, variant_id: str, spec, repeats: int = 3) -> Execution:
+        """Prepare and run one backend (a BackendSpec) on the loaded variant; errors become a result."""
         import torch
 
-        from .ir import clone_exact
-        from .registry import BackendSpec
+        from core.ir import clone_exact
 
         self._settle()
-        bspec = BackendSpec(**spec)
-        result = {"status": "ok", "stage": None, **self.checksums}
-        device = bspec.device
-        stage, started = "compile", None
+        result = Execution(**self.checksums)
+        device = spec.device
+        stage, started = Stage.COMPILE, None
         try:
-            backend = bspec.create()
+            backend = spec.create()
             variant = self._variant_for(variant_id, backend)
-            stage = getattr(backend, "prepare_stage", "compile")
-            device = getattr(backend, "input_device", None) or device
+            stage = backend.prepare_stage
+            device = backend.input_device or device
             inputs = tuple(t.to(device) for t in variant.inputs)
             calls = [tuple(clone_exact(t) for t in inputs) for _ in range(repeats + 1)]
             with torch.no_grad():
                 t0 = started = time.perf_counter()
                 try:
-                    fn = backend.prepare(variant.gm, inputs, bspec.device)
-                except Exception:
-                    stage = getattr(backend, "stage", None) or stage
+                    fn = backend.prepare(variant.gm, inputs, spec.device)
+                except Exception as e:
+                    stage = stage_of(e, stage)
                     raise
-                stage = "run"
+                stage = Stage.RUN
                 t1 = time.perf_counter()
                 try:
                     first = to_host(fn(*calls[0]))
@@ -173,7 +171,7 @@ class Executor:
                     raise
                 synchronize(device)
                 t2 = time.perf_counter()
-                result["prepare_s"], result["first_run_s"] = t2 - t0, t2 - t1
+                result.prepare_s, result.first_run_s = t2 - t0, t2 - t1
                 times, last = [], first
                 for args in calls[1:]:
                     t0 = time.perf_counter()
@@ -182,39 +180,37 @@ class Executor:
                     times.append(time.perf_counter() - t0)
                     last = out
                 last = to_host(last)
-            result["latency_ms"] = 1e3 * statistics.median(times) if times else None
-            result["run_s"] = sum(times)
-            result["runs"] = len(times)
-            result["outputs"] = first
-            result["nondeterministic"] = not same_bits(first, last)
-            result["inputs_mutated"] = not same_bits(to_host(list(calls[0])), list(variant.inputs))
-            result["info"] = dict(getattr(backend, "info", {}) or {})
+            result.latency_ms = 1e3 * statistics.median(times) if times else None
+            result.run_s, result.runs = sum(times), len(times)
+            result.outputs = first
+            result.nondeterministic = not same_bits(first, last)
+            result.inputs_mutated = not same_bits(to_host(list(calls[0])), list(variant.inputs))
+            result.info = dict(backend.info or {})
         except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
-            if started is not None and "prepare_s" not in result:
-                result["prepare_s"] = time.perf_counter() - started  # the time the failed prepare took
+            if started is not None and result.prepare_s is None:
+                result.prepare_s = time.perf_counter() - started  # the time the failed prepare took
             d = describe(e)
-            result.update(d, stage=stage, status=status_of_error(d["error_type"], d["message"]))
+            result.error_type, result.message, result.traceback = d["error_type"], d["message"], d["traceback"]
+            result.stage, result.status = stage, status_of_error(d["error_type"], d["message"])
         finally:
             self._release(device)
         return result
 
-    def align(self, variant_id: str, spec: dict, compare: dict, reference_device: str = "cpu") -> dict:
+    def align(self, variant_id: str, spec, settings, reference_device: str = "cpu") -> dict:
         """Tier 2 for one divergent target: the first divergent node, its growth, amplification."""
+        from core.ir import Variant
+
         from .align import Aligner
-        from .compare import Settings
-        from .ir import Variant
-        from .registry import BackendSpec
 
         self._settle()
-        bspec = BackendSpec(**spec)
         variant = Variant.from_payload(self.payloads[variant_id])
-        probe = bspec.create()
-        aligner = Aligner(variant, bspec.create, bspec.device, getattr(probe, "input_device", None) or bspec.device,
-                          Settings.from_dict(compare), reference_device)
+        probe = spec.create()
+        aligner = Aligner(variant, spec.create, spec.device, probe.input_device or spec.device, settings,
+                          reference_device)
         try:
-            return aligner.locate(bool(getattr(probe, "capture_nodes", False)))
+            return aligner.locate(probe.capture_nodes)
         finally:
-            self._release(bspec.device)
+            self._release(spec.device)
 
     def _release(self, device: str) -> None:
         try:
@@ -227,18 +223,13 @@ class Executor:
         except Exception:  # noqa: BLE001 - best effort cleanup between runs
             pass
 
-    def call(self, fn_path: str, args: tuple, kwargs: dict, keep_key: str | None = None):
-        """``module:function(*args, **kwargs)``. With ``keep_key``, the reply's
-        ``["variants"][i][keep_key]`` payloads are also kept here (the newest, up to KEEP_BYTES),
-        so that ``load(variant_id)`` in this process needs no transfer."""
-        module, _, qual = fn_path.partition(":")
-        fn = importlib.import_module(module)
-        for part in qual.split("."):
-            fn = getattr(fn, part)
+    def call(self, fn, args: tuple, kwargs: dict, keep_payloads: bool = False):
+        """``fn(*args, **kwargs)``. With ``keep_payloads``, a ``PayloadReply``'s payloads are also kept
+        here (the newest, up to KEEP_BYTES), so that ``load(variant_id)`` in this process needs no
+        transfer."""
         reply = fn(*args, **kwargs)
-        if keep_key and isinstance(reply, dict):
-            for item in reply.get("variants", []):
-                self.kept[item["variant_id"]] = item[keep_key]
+        if keep_payloads and isinstance(reply, PayloadReply):
+            self.kept.update(reply.payloads)
             kept_bytes = sum(map(payload_bytes, self.kept.values()))
             while kept_bytes > KEEP_BYTES:
                 kept_bytes -= payload_bytes(self.kept.pop(next(iter(self.kept))))
@@ -274,19 +265,23 @@ def serve(rfd: int, wfd: int) -> None:
     pipe.send(outbox, ("ready", os.getpid()))  # imports done: timeouts start now
     while True:
         try:
-            kind, args, kwargs = pipe.recv(inbox)
+            method, args, kwargs = pipe.recv(inbox)
         except (EOFError, OSError):
             return
         try:
-            reply = ("ok", getattr(ex, kind)(*args, **kwargs))
+            if getattr(Executor, getattr(method, "__name__", ""), None) is not method:
+                raise TypeError(f"{method!r} is not a request this executor answers")
+            reply = (REPLY, method(ex, *args, **kwargs))
         except Exception as e:  # noqa: BLE001 - returned to the supervisor, which decides
-            reply = ("err", describe(e))
+            reply = (RAISED, describe(e))
         try:
             message = pipe.encode(reply)
         except Exception as e:  # noqa: BLE001 - an unpicklable reply is reported, not fatal
-            message = pipe.encode(("err", describe(e)))
+            message = pipe.encode((RAISED, describe(e)))
         pipe.send_encoded(outbox, message)
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    from workers.executor import serve as serve_imported  # requests name methods of the imported module's Executor
+
+    serve_imported(int(sys.argv[1]), int(sys.argv[2]))

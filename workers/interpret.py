@@ -1,7 +1,9 @@
 """Node-by-node eager execution of a graph, and graphs cut at a node.
 
-Tier 2 needs the value of every node on the reference and on the oracle, and, for stacks that
-only run whole graphs, a prefix graph whose output is one node (and that node's inputs).
+Validation of a mutation needs every node's value (and shape) on the reference, reusing what the
+parent computed; tier 2 needs the value of every node on the reference and on the oracle and, for
+stacks that only run whole graphs, a prefix graph whose output is one node (and that node's
+inputs). All of it runs through one ``fx.Interpreter`` subclass, ``Evaluator``.
 """
 from __future__ import annotations
 
@@ -23,44 +25,72 @@ def widen_args(a):
     return a
 
 
-def call_node(n: fx.Node, env: dict, tensors: dict, widen: bool = False):
-    """The value of one node, its inputs read from ``env``."""
-    if n.op == "get_attr":
-        return tensors[n.target]
-    if n.op == "call_function":
-        args, kwargs = fx.map_arg((n.args, n.kwargs), lambda a: env[a])
-        if widen:
+NOT_REUSED = object()  # what ``reuse`` returns for a node it has no value for
+
+
+class Evaluator(fx.Interpreter):
+    """Runs an ATen graph node by node on eager and keeps what each node computed: the one node loop
+    of gapfuzz (the reference's validation of each mutation, tier 2's per-node values, the shrinker's
+    node values).
+
+    ``device`` and ``widen`` move every input and weight (to the device; floats to float64, with
+    explicit casts to a float type widened too: the oracle). ``reuse(node)`` may give a value
+    computed before (an unchanged node of a mutation's parent) instead of running the node;
+    ``on_value(node, value, reused)`` sees every value as it is made.
+    """
+
+    def __init__(self, gm: fx.GraphModule, device: str = "cpu", widen: bool = False, reuse=None, on_value=None):
+        super().__init__(gm, garbage_collect_values=False)
+        self.extra_traceback = False  # errors keep their own message: it becomes a record's
+        self.device, self.widen = device, widen
+        self.reuse, self.on_value = reuse, on_value
+        self._moved: dict[str, object] = {}
+
+    def _move(self, t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.to(device=self.device, dtype=WIDEN.get(t.dtype, t.dtype) if self.widen else t.dtype)
+
+    def run_node(self, n: fx.Node):
+        value = NOT_REUSED if self.reuse is None or n.op in ("placeholder", "output") else self.reuse(n)
+        reused = value is not NOT_REUSED
+        if not reused:
+            value = super().run_node(n)
+        if self.on_value is not None and n.op != "output":
+            self.on_value(n, value, reused)
+        return value
+
+    def placeholder(self, target, args, kwargs):
+        return self._move(super().placeholder(target, args, kwargs))
+
+    def get_attr(self, target, args, kwargs):
+        if target not in self._moved:
+            self._moved[target] = self._move(super().get_attr(target, args, kwargs))
+        return self._moved[target]
+
+    def call_function(self, target, args, kwargs):
+        if self.widen:
             args, kwargs = widen_args(args), widen_args(kwargs)
-        return n.target(*args, **kwargs)
-    raise RuntimeError(f"unsupported node {n.format_node()}")
+        return target(*args, **kwargs)
 
+    def call_module(self, target, args, kwargs):
+        raise RuntimeError(f"an ATen graph has no module calls ({target})")
 
-def tensors_of(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
-    named = dict(gm.named_parameters())
-    named.update(gm.named_buffers())
-    return named
+    call_method = call_module
 
 
 def node_values(gm: fx.GraphModule, inputs: tuple, widen: bool = False, device: str = "cpu",
                 keep=lambda n: True) -> dict[str, object]:
-    """Every kept node's value (on the host), running eagerly on ``device``; floats widened to
+    """Every kept call node's value (on the host), running eagerly on ``device``; floats widened to
     float64 for the oracle when ``widen``."""
-    def conv(t):
-        if not isinstance(t, torch.Tensor):
-            return t
-        return t.to(device=device, dtype=WIDEN.get(t.dtype, t.dtype) if widen else t.dtype)
+    out = {}
 
-    tensors = {k: conv(v) for k, v in tensors_of(gm).items()}
-    feed = iter(conv(t) for t in inputs)
-    env, out = {}, {}
+    def record(n: fx.Node, value, reused: bool) -> None:
+        if n.op == "call_function" and keep(n):
+            out[n.name] = value.detach().to("cpu") if isinstance(value, torch.Tensor) else value
+
     with torch.no_grad():
-        for n in gm.graph.nodes:
-            if n.op == "output":
-                break
-            env[n] = next(feed) if n.op == "placeholder" else call_node(n, env, tensors, widen)
-            if n.op == "call_function" and keep(n):
-                v = env[n]
-                out[n.name] = v.detach().to("cpu") if isinstance(v, torch.Tensor) else v
+        Evaluator(gm, device, widen, on_value=record).run(*inputs)
     return out
 
 

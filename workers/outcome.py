@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from core.bugs import KEY_COLUMNS, Stage, Status
+
 
 @dataclass
 class RunOutcome:
@@ -11,8 +13,8 @@ class RunOutcome:
     device: str
     options: dict = field(default_factory=dict)
     backend_version: str = ""
-    status: str = "ok"
-    stage: str | None = None
+    status: Status = Status.OK
+    stage: Stage | None = None
     error_type: str | None = None
     message: str | None = None
     cause: str | None = None  # signal or limit for crash/timeout/oom
@@ -35,3 +37,8 @@ class RunOutcome:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def key_fields(self) -> dict:
+        """The record columns a bug key reads (``core.bugs.bug_key``)."""
+        fields = {**vars(self), **self.figures}
+        return {k: fields.get(k) for k in KEY_COLUMNS}

@@ -6,11 +6,16 @@ machine that has the device.
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ray
 
+from .executor import Executor
+from .messages import CallReply, PayloadReply, RunRequest
 from .runner import run_variant
 from .sandbox import Fault, RemoteError, Sandbox
 
@@ -23,7 +28,7 @@ class PoolSettings:
     gpus_per_worker: float = 1.0  # a fraction lets several workers share one large GPU
     memory_gb: float | None = None  # per-worker limit; past it the run ends as status oom
     threads: int = 1  # intra-op threads inside each worker's sandbox
-    env: dict | None = None
+    env: dict = field(default_factory=dict)
 
     def actor_options(self) -> dict:
         opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0}
@@ -51,52 +56,45 @@ class PoolWorker:
         self.local_loads = 0
 
     def ready(self) -> str:
-        self.sandbox.request("ping", timeout=120)
+        self.sandbox.request(Executor.ping, timeout=120)
         return self.name
 
-    def run_variant(self, variant_id: str, payload, specs: list, settings: dict, home_outputs=None):
-        """``payload``: the payload, or ``[ObjectRef]`` (not resolved by Ray), fetched only when this
-        worker's sandbox did not build the variant itself."""
+    def run_variant(self, request: RunRequest, home_outputs=None):
+        """``request.payload``: the payload, or an ObjectRef, fetched only when this worker's sandbox
+        did not build the variant itself."""
         t0 = time.perf_counter()
-        fetch = None
-        if isinstance(payload, list):
-            ref = payload[0]
-            fetch = lambda: ray.get(ref)  # noqa: E731
-            local = variant_id in self.built and self.built_in == self.sandbox.starts
+        fetch, payload, vid = None, request.payload, request.variant_id
+        if isinstance(payload, ray.ObjectRef):
+            fetch = lambda: ray.get(request.payload)  # noqa: E731
+            local = vid in self.built and self.built_in == self.sandbox.starts
             payload = None if local else fetch()
             self.local_loads += local
-        self.built.discard(variant_id)
+        self.built.discard(vid)
         try:
-            outcomes, home = run_variant(self.sandbox, variant_id, payload, specs, settings, home_outputs, self.name,
-                                         fetch)
+            outcomes, home = run_variant(self.sandbox, dataclasses.replace(request, payload=payload), home_outputs,
+                                         self.name, fetch)
         finally:
             self.busy_s += time.perf_counter() - t0
-        return [o.to_dict() for o in outcomes], home
+        return outcomes, home
 
-    def call(self, fn_path: str, args: tuple = (), kwargs: dict | None = None, timeout: float | None = None,
-             put_key: str | None = None) -> dict:
-        """Run ``module:function`` in the sandbox: ``{"value"}``, ``{"fault"}`` or ``{"error"}``.
-
-        With ``put_key``, each ``value["variants"][i][put_key]`` is put in the object store
-        from here, so large payloads never pass through the caller, and the sandbox keeps them
-        too, so that this worker runs them without a transfer."""
+    def call(self, fn, *args, timeout: float | None = None, keep_payloads: bool = False) -> CallReply:
+        """``fn(*args)`` in the sandbox. With ``keep_payloads``, a ``PayloadReply``'s payloads go into the
+        object store from here and stay in the sandbox, for this worker to run without a transfer."""
         t0 = time.perf_counter()
         try:
-            reply = self.sandbox.request("call", fn_path, tuple(args), dict(kwargs or {}), keep_key=put_key,
-                                         timeout=timeout)
+            reply = self.sandbox.request(Executor.call, fn, tuple(args), {}, keep_payloads=keep_payloads, timeout=timeout)
         except RemoteError as e:
-            return {"error": e.info, "worker": self.name}
+            return CallReply(self.name, error=e.info)
         finally:
             self.busy_s += time.perf_counter() - t0
         if isinstance(reply, Fault):
-            return {"fault": reply.__dict__, "worker": self.name}
-        if put_key and isinstance(reply, dict):
+            return CallReply(self.name, fault=reply)
+        if keep_payloads and isinstance(reply, PayloadReply):
             if self.built_in != self.sandbox.starts:
                 self.built, self.built_in = set(), self.sandbox.starts
-            for item in reply.get("variants", []):
-                item[put_key] = ray.put(item[put_key])
-                self.built.add(item["variant_id"])
-        return {"value": reply, "worker": self.name}
+            self.built |= set(reply.payloads)
+            reply.payloads = {vid: ray.put(p) for vid, p in reply.payloads.items()}
+        return CallReply(self.name, value=reply)
 
     def stats(self) -> dict:
         return {"worker": self.name, "busy_s": self.busy_s, "alive_s": time.monotonic() - self.started,
@@ -109,40 +107,22 @@ class PoolWorker:
 RemotePoolWorker = ray.remote(PoolWorker)
 
 
+def connect(address: str | None, num_cpus: int | None = None) -> bool:
+    """Join the Ray cluster at ``address``, or start an embedded one with ``num_cpus`` (default: one per
+    core); True when this process started Ray (and so shuts it down)."""
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        return False
+    ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    return True
+
+
 def start_pool(settings: PoolSettings) -> list:
     """Actors for one device kind, started and warm (their sandboxes have imported torch)."""
     actors = [RemotePoolWorker.options(**settings.actor_options()).remote(
         settings.device, i, settings.threads, settings.memory_gb, settings.env) for i in range(settings.workers)]
     ray.get([a.ready.remote() for a in actors])
     return actors
-
-
-def map_calls(actors: list, jobs, fn_path: str, timeout: float | None, on_result, on_tick=None,
-              max_inflight: int = 2) -> None:
-    """Run ``fn_path(*args)`` for each ``(key, args)`` of ``jobs`` in the actors' sandboxes,
-    keeping every actor busy; ``on_result(key, reply)`` gets each :meth:`PoolWorker.call` reply."""
-    jobs = iter(jobs)
-    load = {a: 0 for a in actors}
-    inflight: dict = {}
-    exhausted = False
-    while True:
-        while not exhausted:
-            actor = min(load, key=load.get)
-            if load[actor] >= max_inflight:
-                break
-            try:
-                key, args = next(jobs)
-            except StopIteration:
-                exhausted = True
-                break
-            inflight[actor.call.remote(fn_path, tuple(args), {}, timeout=timeout)] = (key, actor)
-            load[actor] += 1
-        if not inflight:
-            return
-        done, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
-        for ref in done:
-            key, actor = inflight.pop(ref)
-            load[actor] -= 1
-            on_result(key, ray.get(ref))
-        if on_tick:
-            on_tick()

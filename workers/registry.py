@@ -1,142 +1,34 @@
 """Backends: a table of stacks, each a small class, named ``stack@device`` in campaigns.
 
 Built-in stacks register with ``@register_backend``; third-party stacks load from a
-``module:Class`` path in the campaign file or from the ``gapfuzz.backends``
-entry-point group, with no change to gapfuzz.
+``module:Class`` path in the campaign file or from the ``gapfuzz.backends`` entry-point group,
+with no change to gapfuzz. Every class is adapted to ``Backend`` once, as it is registered.
 """
 from __future__ import annotations
 
-import difflib
-import fnmatch
 import importlib
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 
-log = logging.getLogger("gapfuzz.workers")
+from core.registry import Registry
 
-DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
-_BUILTIN = ("eager", "inductor", "aot_inductor", "onnxruntime", "openvino", "tensorrt")
-_BACKENDS: dict[str, type] = {}
-_loaded = False
+from .backend import DEVICES, Backend, adapt
+
+log = logging.getLogger("gapfuzz.workers")
 
 
 class BackendError(LookupError):
     """An unknown or malformed backend name (bad input: one clear line)."""
 
 
-class Backend:
-    """Base class with the optional parts of the contract filled in.
-
-    Required: ``name``, ``devices``, ``prepare(gm, example_inputs, device)`` returning a
-    callable. Optional: ``available``/``unavailable_reason`` (why it cannot run here),
-    ``version()``, and ``info``: facts the stack reports after prepare (e.g. the
-    inference precision it actually chose), stored with the record.
-    """
-
-    name = ""
-    devices: tuple = ("cpu",)
-    module: str | None = None  # the Python package the stack needs, for availability and version
-    input_device: str | None = None  # where inputs go when not on the device (host-array runtimes: "cpu")
-    prepare_stage = "compile"  # the stage of a prepare() failure; prepare may refine it via ``self.stage``
-    # True only for stacks that never write the graph, weights or inputs they are given (eager): they
-    # share one deserialised variant; every other stack gets its own copy.
-    leaves_variant_intact = False
-    # Stand-alone source of ``run_backend(model, inputs, device)`` for reproducers; it may read OPTIONS
-    # (the backend's options) and ARG_NAMES (the model's input names). None: load this class by path.
-    repro: str | None = None
-
-    def __init__(self, **options):
-        self.options = options
-        self.info: dict = {}
-
-    @classmethod
-    def unavailable_reason(cls, device: str) -> str | None:
-        if device not in cls.devices:
-            return f"{cls.name} does not run on {device}"
-        if cls.module and importlib.util.find_spec(cls.module) is None:
-            return f"python package {cls.module!r} is not installed"
-        return device_unavailable_reason(device)
-
-    @classmethod
-    def available(cls, device: str) -> bool:
-        return cls.unavailable_reason(device) is None
-
-    @classmethod
-    def version(cls) -> str:
-        mod = cls.module or "torch"
-        try:
-            return importlib.import_module(mod).__version__
-        except Exception:  # noqa: BLE001 - a version we cannot read is recorded as unknown
-            return "unknown"
-
-    def prepare(self, gm, example_inputs: tuple, device: str):
-        raise NotImplementedError
+BACKENDS: Registry[Backend] = Registry(
+    "backend stack", "workers.backends", ("eager", "inductor", "aot_inductor", "onnxruntime", "openvino", "tensorrt"),
+    "gapfuzz.backends", BackendError, adapt=adapt)
+register_backend = BACKENDS.register
 
 
-def device_unavailable_reason(device: str) -> str | None:
-    import torch
-
-    if device == "cpu":
-        return None
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            return "no CUDA or ROCm device is visible to torch"
-        return None
-    if device == "mps":
-        return None if torch.backends.mps.is_available() else "no Apple MPS device"
-    if device == "xpu":
-        return None if hasattr(torch, "xpu") and torch.xpu.is_available() else "no Intel XPU device"
-    if device == "npu":
-        if importlib.util.find_spec("torch_npu") is None:
-            return "torch_npu is not installed"
-        import torch_npu  # noqa: F401
-        return None if torch.npu.is_available() else "no Ascend NPU device"
-    return f"unknown device kind {device!r}"
-
-
-_plugins_imported = False
-
-
-def import_plugins() -> None:
-    """Import the modules named in GAPFUZZ_PLUGINS (comma-separated) once per process.
-
-    A plug-in module registers seed sources, mutators or backends with the usual decorators;
-    the variable reaches Ray workers and sandboxes, so no packaging is needed to try one."""
-    global _plugins_imported
-    if _plugins_imported:
-        return
-    _plugins_imported = True
-    for name in filter(None, (m.strip() for m in os.environ.get("GAPFUZZ_PLUGINS", "").split(","))):
-        importlib.import_module(name)
-
-
-def register_backend(cls):
-    if not cls.name:
-        raise BackendError(f"backend class {cls.__qualname__} has no name")
-    _BACKENDS[cls.name] = cls
-    return cls
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for mod in _BUILTIN:
-        importlib.import_module(f"workers.backends.{mod}")
-    import_plugins()
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="gapfuzz.backends"):
-        try:
-            register_backend(ep.load())
-        except Exception as e:  # noqa: BLE001 - a broken plug-in must not hide the others
-            log.warning("backend entry point %s failed to load: %s", ep.name, e)
-
-
-def load_class(path: str) -> type:
-    """``package.module:ClassName`` to the class, registering it."""
+def load_class(path: str) -> type[Backend]:
+    """``package.module:ClassName`` to the (adapted, registered) class."""
     module, _, qual = path.partition(":")
     if not module or not qual:
         raise BackendError(f"backend class {path!r} is not of the form module:Class")
@@ -149,21 +41,17 @@ def load_class(path: str) -> type:
     for attr in ("name", "prepare"):
         if not getattr(obj, attr, None):
             raise BackendError(f"backend class {path!r} has no {attr!r}")
-    return register_backend(obj) if obj.name not in _BACKENDS or _BACKENDS[obj.name] is not obj else obj
+    return BACKENDS.add(obj)
 
 
-def backend_class(stack: str) -> type:
-    _load()
-    if stack not in _BACKENDS:
-        hint = difflib.get_close_matches(stack, list(_BACKENDS), n=1)
-        did = f"did you mean {hint[0]!r}? " if hint else ""
-        raise BackendError(f"unknown backend stack {stack!r} ({did}known: {', '.join(sorted(_BACKENDS))})")
-    return _BACKENDS[stack]
+def backend_class(stack: str) -> type[Backend]:
+    return BACKENDS.get(stack)
 
 
 def list_backends(filter: str | None = None) -> list[str]:
-    _load()
-    names = [f"{n}@{d}" for n, cls in sorted(_BACKENDS.items()) for d in cls.devices]
+    import fnmatch
+
+    names = [f"{n}@{d}" for n, cls in BACKENDS for d in cls.devices]
     return [n for n in names if filter is None or fnmatch.fnmatchcase(n, filter)]
 
 
@@ -185,15 +73,15 @@ class BackendSpec:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def backend_cls(self) -> type:
+    def backend_cls(self) -> type[Backend]:
         return load_class(self.cls_path) if self.cls_path else backend_class(self.stack)
 
-    def create(self):
+    def create(self) -> Backend:
         cls = self.backend_cls()
-        obj = cls(**self.options) if self.options else cls()
-        if not hasattr(obj, "info"):
-            obj.info = {}
-        return obj
+        return cls(**self.options) if self.options else cls()
+
+    def unavailable_reason(self) -> str | None:
+        return self.backend_cls().unavailable_reason(self.device)
 
 
 def parse_backend(name: str, options: dict | None = None, label: str | None = None,
@@ -207,13 +95,6 @@ def parse_backend(name: str, options: dict | None = None, label: str | None = No
     cls = load_class(cls_path) if cls_path else backend_class(stack)
     if cls_path:
         stack = cls.name
-    if device not in tuple(getattr(cls, "devices", ("cpu",))):
+    if device not in cls.devices:
         raise BackendError(f"backend {name!r}: stack {stack!r} does not run on {device}")
     return BackendSpec(stack, device, dict(options or {}), label or "", cls_path, timeout_s)
-
-
-def unavailable_reason(spec: BackendSpec) -> str | None:
-    cls = spec.backend_cls()
-    if hasattr(cls, "unavailable_reason"):
-        return cls.unavailable_reason(spec.device)
-    return None if cls.available(spec.device) else f"{spec.name} reports it is not available"

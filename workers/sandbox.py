@@ -17,15 +17,18 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from core.bugs import Status
+
 from . import pipe
-from .faults import signal_name
+
+REPLY, RAISED = "reply", "raised"  # the tags of the executor's answers
 
 
 @dataclass
 class Fault:
     """A request that ended without a reply: the process died or was killed for a limit."""
 
-    status: str  # crash, timeout or oom
+    status: Status  # crash, timeout or oom
     cause: str  # "signal:SIGSEGV", "limit:timeout 60s", "limit:memory 4.0GiB", "exit 1"
     message: str  # the tail of what the process printed
 
@@ -36,6 +39,17 @@ class RemoteError(Exception):
     def __init__(self, info: dict):
         super().__init__(f"{info['error_type']}: {info['message']}\n{info.get('traceback', '')}")
         self.info = info
+
+
+def signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit {returncode}"
 
 
 def rss_bytes(pid: int) -> int:
@@ -121,14 +135,15 @@ class Sandbox:
             return ""
 
     # -- requests
-    def request(self, kind: str, *args, timeout: float | None = None, **kwargs):
-        """The executor's reply value, a :class:`Fault`, or :class:`RemoteError` for a non-run failure."""
+    def request(self, method, *args, timeout: float | None = None, **kwargs):
+        """``method`` (an ``Executor`` method) run in the executor process: its reply value, a
+        :class:`Fault`, or :class:`RemoteError` for a non-run failure."""
         self.start()
         since = os.path.getsize(self.log.name)
         spilled = None
         try:
             try:
-                spilled = pipe.send(self.outbox, (kind, args, kwargs))
+                spilled = pipe.send(self.outbox, (method, args, kwargs))
             except (BrokenPipeError, OSError):
                 return self._fault(since, None)
             return self._await(since, timeout)
@@ -146,15 +161,15 @@ class Sandbox:
                 except Exception as e:  # noqa: BLE001 - an undecodable reply fails this request, not the campaign
                     raise RemoteError({"error_type": "ReplyDecodeError", "message": f"{type(e).__name__}: {e}",
                                        "traceback": ""}) from e
-                if tag == "err":
+                if tag == RAISED:
                     raise RemoteError(value)
                 return value
             if self.proc.poll() is not None:
                 return self._fault(since, None)
             if deadline is not None and time.monotonic() > deadline:
-                return self._fault(since, ("timeout", f"limit:timeout {timeout:g}s"))
+                return self._fault(since, (Status.TIMEOUT, f"limit:timeout {timeout:g}s"))
             if self.memory_limit and rss_bytes(self.proc.pid) > self.memory_limit:
-                return self._fault(since, ("oom", f"limit:memory {self.memory_limit / 2**30:.1f}GiB"))
+                return self._fault(since, (Status.OOM, f"limit:memory {self.memory_limit / 2**30:.1f}GiB"))
 
     def _fault(self, since: int, killed: tuple | None) -> Fault:
         if killed is None:
@@ -164,7 +179,7 @@ class Sandbox:
                 pass
             rc = self.proc.returncode
             cause = f"signal:{signal_name(rc)}" if rc is not None and rc < 0 else signal_name(rc)
-            status = "crash"
+            status = Status.CRASH
         else:
             status, cause = killed
         self.stop()

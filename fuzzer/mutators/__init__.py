@@ -5,44 +5,29 @@ List them with ``gapfuzz mutators``; select them in a campaign with names or glo
 from __future__ import annotations
 
 import fnmatch
-import importlib
 
-from workers.registry import import_plugins
+from core.registry import Registry
 
 from .base import Mutator, MutatorError, Rejected
 
-_MUTATORS: dict[str, type] = {}
-_BUILTIN = ("activation", "insert_unary", "structure", "substitution", "injection", "numeric", "precision",
-            "semantic")
-_loaded = False
 
-
-def register_mutator(cls):
-    if not cls.name or not cls.family:
+def _has_family(cls) -> None:
+    if not cls.family:
         raise MutatorError(f"mutator {cls.__qualname__} needs a name and a family")
-    _MUTATORS[cls.name] = cls
-    return cls
 
 
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for mod in _BUILTIN:
-            importlib.import_module(f"{__name__}.{mod}")
-        import_plugins()
+MUTATORS: Registry[Mutator] = Registry(
+    "mutator", __name__, ("activation", "insert_unary", "structure", "substitution", "injection", "numeric",
+                          "precision", "semantic"), "gapfuzz.mutators", MutatorError, check=_has_family)
+register_mutator = MUTATORS.register
 
 
 def list_mutators(filter: str | None = None) -> list[str]:
-    _load()
-    return sorted(n for n in _MUTATORS if filter is None or fnmatch.fnmatchcase(n, filter))
+    return MUTATORS.names(filter)
 
 
 def get_mutator(name: str) -> Mutator:
-    _load()
-    if name not in _MUTATORS:
-        raise MutatorError(f"unknown mutator {name!r} (see 'gapfuzz mutators')")
-    return _MUTATORS[name]()
+    return MUTATORS.get(name)()
 
 
 def resolve_mutators(include: list[str], exclude: list[str] | None = None) -> list[str]:
@@ -50,20 +35,19 @@ def resolve_mutators(include: list[str], exclude: list[str] | None = None) -> li
     names = list_mutators()
     chosen = []
     for pattern in include:
-        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern) or _MUTATORS[n].family == pattern]
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern) or MUTATORS.get(n).family == pattern]
         if not hits:
             raise MutatorError(f"no mutator matches {pattern!r} (see 'gapfuzz mutators')")
         chosen += [h for h in hits if h not in chosen]
     for pattern in exclude or []:
-        chosen = [n for n in chosen if not (fnmatch.fnmatchcase(n, pattern) or _MUTATORS[n].family == pattern)]
+        chosen = [n for n in chosen if not (fnmatch.fnmatchcase(n, pattern) or MUTATORS.get(n).family == pattern)]
     return chosen
 
 
 def mutator_table() -> list[tuple[str, str, bool, str]]:
-    _load()
     return [(n, c.family, c.preserves_semantics, (c.__doc__ or "").strip().splitlines()[0])
-            for n, c in sorted(_MUTATORS.items(), key=lambda kv: (kv[1].family, kv[0]))]
+            for n, c in sorted(MUTATORS, key=lambda kv: (kv[1].family, kv[0]))]
 
 
-__all__ = ["Mutator", "MutatorError", "Rejected", "get_mutator", "list_mutators", "mutator_table",
+__all__ = ["MUTATORS", "Mutator", "MutatorError", "Rejected", "get_mutator", "list_mutators", "mutator_table",
            "register_mutator", "resolve_mutators"]

@@ -12,7 +12,7 @@ import random
 import torch
 import torch.fx as fx
 
-from workers.ir import Variant
+from core.ir import Variant
 
 aten = torch.ops.aten
 
@@ -30,6 +30,18 @@ class Mutator:
     family = ""  # structure, substitution, injection, numeric, precision, semantic
     preserves_semantics = False
     numeric = False  # its variants may legitimately produce non-finite outputs
+    # A mutator that picks one of named choices (an operator from a pool) names the params key that
+    # records the pick; coverage guidance then favours the choices a campaign has used least.
+    choice_param: str | None = None
+    choice_weights: dict | None = None  # set per build by the generator from the guidance snapshot
+
+    @classmethod
+    def choices(cls) -> list[str]:
+        return []
+
+    def choose(self, rng: random.Random, names: list[str]) -> str:
+        """One of ``names``, weighted by ``choice_weights`` (uniform without guidance)."""
+        return rng.choices(names, weights=[max(1e-6, (self.choice_weights or {}).get(n, 1.0)) for n in names])[0]
 
     def propose(self, variant: Variant, rng: random.Random) -> dict | None:
         raise NotImplementedError

@@ -1,8 +1,8 @@
 """Operator injection: splice an operator from a pool in wherever its shape constraints fit.
 
 Every pool entry maps a floating tensor to one of the same shape, so it can follow any such
-node; the pool widens the operators each backend is asked to compile. ``POOL`` is public so
-that guidance can weight the entries by how little of each op a campaign has covered.
+node; the pool widens the operators each backend is asked to compile. Coverage guidance weights
+the entries by how little of each op a campaign has covered (``Mutator.choices``).
 """
 from __future__ import annotations
 
@@ -101,17 +101,17 @@ BINARY = {"add": aten.add.Tensor, "sub": aten.sub.Tensor, "mul": aten.mul.Tensor
           "hypot": aten.hypot.default, "xlogy": aten.xlogy.Tensor}
 
 
-def op_weights(weights: dict[str, float] | None, names: list[str]) -> list[float]:
-    return [max(1e-6, (weights or {}).get(n, 1.0)) for n in names]
-
-
 @register_mutator
 class InjectOp(Mutator):
     """Insert an operator from the injection pool (cumsum, softmax, conv1x1, sort, ...) after a node."""
 
     name = "inject_op"
     family = "injection"
-    pool_weights: dict | None = None  # set by guidance: favour ops the campaign has covered least
+    choice_param = "op"
+
+    @classmethod
+    def choices(cls) -> list[str]:
+        return sorted(POOL)
 
     def propose(self, variant, rng: random.Random):
         site = pick(rng, [n for n in float_nodes(variant) if shape_of(n) is not None])
@@ -121,7 +121,7 @@ class InjectOp(Mutator):
         names = sorted(k for k, e in POOL.items() if e.fits(shape) and (not e.needs_dim or len(shape) >= 1))
         if not names:
             return None
-        op = rng.choices(names, weights=op_weights(self.pool_weights, names))[0]
+        op = self.choose(rng, names)
         params = {"node": site.name, "op": op, "seed": rng.randrange(2**31)}
         if POOL[op].needs_dim:
             params["dim"] = rng.randrange(len(shape))

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from workers.ir import Variant
+from core.ir import Variant
 
 log = logging.getLogger("gapfuzz.fuzzer")
 

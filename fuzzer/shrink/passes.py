@@ -12,7 +12,7 @@ import torch
 import torch.fx as fx
 
 from workers.interpret import node_values, prefix_graph
-from workers.ir import Variant
+from core.ir import Variant
 
 from .core import Shrinker
 

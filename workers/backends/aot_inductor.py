@@ -4,8 +4,28 @@ from __future__ import annotations
 import os
 import tempfile
 
-from ..registry import Backend, register_backend
+import torch
+
+from core.bugs import Stage
+
+from ..backend import Backend, stage
+from ..registry import register_backend
 from .eager import to_device
+
+
+def prepare_aot_inductor(gm, example_inputs, device, options):
+    """Inductor config keys (``inductor_configs``); the package lives as long as the callable."""
+    gm = to_device(gm, device)
+    with stage(Stage.CONVERT):
+        program = torch.export.export(gm, tuple(example_inputs), strict=False)
+    folder = tempfile.TemporaryDirectory(prefix="gapfuzz-aoti-")
+    path = torch._inductor.aoti_compile_and_package(
+        program, package_path=os.path.join(folder.name, "model.pt2"), inductor_configs=dict(options) or None)
+    runner = torch._inductor.aoti_load_package(path)
+
+    def run(*inputs, _package=folder):
+        return runner(*inputs)
+    return run, {"package_bytes": os.path.getsize(path)}
 
 
 @register_backend
@@ -14,27 +34,4 @@ class AotInductor(Backend):
 
     name = "aot-inductor"
     devices = ("cpu", "cuda")
-    repro = """
-def run_backend(model, inputs, device):
-    import os
-    import tempfile
-    inputs = tuple(t.to(device) for t in inputs)
-    program = torch.export.export(model.to(device), inputs, strict=False)
-    path = torch._inductor.aoti_compile_and_package(
-        program, package_path=os.path.join(tempfile.mkdtemp(), "model.pt2"), inductor_configs=OPTIONS or None)
-    return torch._inductor.aoti_load_package(path)(*inputs)
-"""
-
-    def prepare(self, gm, example_inputs, device):
-        import torch
-
-        gm, _ = to_device(gm, (), device)
-        self.stage = "convert"
-        ep = torch.export.export(gm, tuple(example_inputs), strict=False)
-        self.stage = "compile"
-        self._dir = tempfile.TemporaryDirectory(prefix="gapfuzz-aoti-")
-        path = torch._inductor.aoti_compile_and_package(
-            ep, package_path=os.path.join(self._dir.name, "model.pt2"), inductor_configs=dict(self.options) or None)
-        runner = torch._inductor.aoti_load_package(path)
-        self.info = {"package_bytes": os.path.getsize(path)}
-        return runner
+    prepare_fn = staticmethod(prepare_aot_inductor)

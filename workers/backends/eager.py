@@ -4,20 +4,19 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from ..backend import DEVICES, Backend
 from ..interpret import WIDEN, widen_args
-from ..registry import DEVICES, Backend, register_backend
+from ..registry import register_backend
 
 
-def to_device(gm, inputs: tuple, device: str, dtype_map: dict | None = None):
-    """A new module (the given one is left alone) and inputs on ``device``, with dtypes converted by
-    ``dtype_map`` (e.g. float32 -> float64)."""
+def to_device(gm, device: str, dtype_map: dict | None = None):
+    """The module on ``device`` with dtypes converted by ``dtype_map`` (e.g. float32 -> float64): a new
+    module when anything changes, so the given one is left alone."""
     def conv(t):
-        if not isinstance(t, torch.Tensor):
-            return t
         return t.to(device=device, dtype=(dtype_map or {}).get(t.dtype, t.dtype))
 
     if device == "cpu" and not dtype_map:
-        return gm, tuple(inputs)
+        return gm
     if device == "npu":
         import torch_npu  # noqa: F401 - registers the npu device with torch
     root = torch.nn.Module()
@@ -27,7 +26,24 @@ def to_device(gm, inputs: tuple, device: str, dtype_map: dict | None = None):
         root.register_parameter(name, torch.nn.Parameter(conv(p.detach()), requires_grad=False))
     graph = fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
-    return fx.GraphModule(root, graph), tuple(conv(t) for t in inputs)
+    return fx.GraphModule(root, graph)
+
+
+def prepare_eager(gm, example_inputs, device, options):
+    """The graph as written, op by op."""
+    return to_device(gm, device), {}
+
+
+def prepare_eager_fp64(gm, example_inputs, device, options):
+    """Every floating tensor, and every explicit cast to a float type, widened to 64 bits."""
+    gm = to_device(gm, device, WIDEN)
+    for n in gm.graph.nodes:
+        n.args, n.kwargs = widen_args(n.args), widen_args(n.kwargs)
+    gm.recompile()
+
+    def run(*inputs):
+        return gm(*(t.to(WIDEN.get(t.dtype, t.dtype)) if isinstance(t, torch.Tensor) else t for t in inputs))
+    return run, {}
 
 
 @register_backend
@@ -38,14 +54,7 @@ class Eager(Backend):
     devices = DEVICES
     capture_nodes = True  # runs op by op: tier 2 reads every node's value in one run
     leaves_variant_intact = True  # a functional graph run as written (or copied to the device)
-    repro = """
-def run_backend(model, inputs, device):
-    return model.to(device)(*[t.to(device) for t in inputs])
-"""
-
-    def prepare(self, gm, example_inputs, device):
-        gm, _ = to_device(gm, (), device)
-        return gm
+    prepare_fn = staticmethod(prepare_eager)
 
 
 @register_backend
@@ -55,15 +64,4 @@ class EagerFp64(Backend):
     name = "eager-fp64"
     devices = ("cpu", "cuda")
     leaves_variant_intact = True  # widens copies of the weights, never the weights
-
-    def prepare(self, gm, example_inputs, device):
-        gm, _ = to_device(gm, (), device, WIDEN)
-        for n in gm.graph.nodes:  # explicit casts to a float type become casts to float64 too
-            n.args, n.kwargs = widen_args(n.args), widen_args(n.kwargs)
-        gm.recompile()
-
-        def run(*inputs):
-            return gm(*(t.to(WIDEN.get(t.dtype, t.dtype)) if isinstance(t, torch.Tensor) else t
-                        for t in inputs))
-        return run
-
+    prepare_fn = staticmethod(prepare_eager_fp64)

@@ -21,25 +21,6 @@ def from_numpy(a) -> torch.Tensor:
     return torch.from_numpy(a.copy())
 
 
-# The same conversions, as source for stand-alone reproducers.
-REPRO_HELPERS = """
-def to_numpy(t):
-    t = t.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
-
-
-def from_numpy(a):
-    import numpy as np
-    a = np.asarray(a)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(a.copy())
-"""
-
-
 def placeholder_names(gm) -> list[str]:
     """The names ``forward`` takes, which exporters give the model's inputs: a placeholder's target.
     Its node name can differ (``input`` becomes ``input_1``, the builtin being taken)."""

@@ -3,8 +3,17 @@ from __future__ import annotations
 
 import torch
 
-from ..registry import Backend, register_backend
+from ..backend import Backend
+from ..registry import register_backend
 from .eager import to_device
+
+
+def prepare_inductor(gm, example_inputs, device, options):
+    """``mode`` (a torch.compile mode) or Inductor config keys; compiles lazily, on the first call."""
+    options = dict(options)
+    mode = options.pop("mode", None)
+    kwargs = {"mode": mode} if mode else {"options": options or None}
+    return torch.compile(to_device(gm, device), backend="inductor", dynamic=False, fullgraph=False, **kwargs), {}
 
 
 @register_backend
@@ -14,18 +23,4 @@ class Inductor(Backend):
     name = "inductor"
     devices = ("cpu", "cuda", "xpu")
     compile_error_modules = ("torch._dynamo", "torch._inductor")  # compiles lazily, on the first call
-    repro = """
-def run_backend(model, inputs, device):
-    options = dict(OPTIONS)
-    mode = options.pop("mode", None)
-    kwargs = {"mode": mode} if mode else {"options": options or None}
-    compiled = torch.compile(model.to(device), backend="inductor", dynamic=False, **kwargs)
-    return compiled(*[t.to(device) for t in inputs])
-"""
-
-    def prepare(self, gm, example_inputs, device):
-        options = dict(self.options)
-        mode = options.pop("mode", None)
-        gm, _ = to_device(gm, (), device)
-        kwargs = {"mode": mode} if mode else {"options": options or None}
-        return torch.compile(gm, backend="inductor", dynamic=False, fullgraph=False, **kwargs)
+    prepare_fn = staticmethod(prepare_inductor)

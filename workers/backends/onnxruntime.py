@@ -1,12 +1,13 @@
 """Export to ONNX (torch.onnx, dynamo exporter) and run in ONNX Runtime, on the CPU or CUDA provider."""
 from __future__ import annotations
 
-import inspect
-
 import torch
 
-from ..registry import Backend, device_unavailable_reason, register_backend
-from .host_arrays import REPRO_HELPERS, from_numpy, placeholder_names, to_numpy
+from core.bugs import Stage
+
+from ..backend import Backend, device_unavailable_reason, stage
+from ..registry import register_backend
+from .host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 _LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
@@ -37,6 +38,31 @@ def from_ort_value(v):
     return from_numpy(v.numpy())
 
 
+def prepare_onnxruntime(gm, example_inputs, device, options):
+    """``opset``, ``optimize`` (the exporter's, default true), ``graph_optimization_level``
+    (disabled, basic, extended, all), ``threads`` (intra-op, default 1, as in a pool's sandbox)."""
+    import onnxruntime as ort
+
+    with stage(Stage.CONVERT):
+        program = torch.onnx.export(gm, tuple(t.cpu() for t in example_inputs), dynamo=True, verbose=False,
+                                    opset_version=options.get("opset"), optimize=options.get("optimize", True))
+        model = program.model_proto.SerializeToString()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(options.get("threads", 1))
+    level = options.get("graph_optimization_level", "all")
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
+    session = ort.InferenceSession(model, so, providers=[_PROVIDERS[device]])
+    names = [i.name for i in session.get_inputs()]
+    order = feed_order(names, placeholder_names(gm))
+    info = {"opset": program.model_proto.opset_import[0].version, "provider": _PROVIDERS[device],
+            "graph_optimization_level": level, "onnx_inputs": len(names)}
+
+    def run(*inputs):
+        feed = {n: ort_value(ort, inputs[i]) for n, i in zip(names, order)}
+        return tuple(from_ort_value(v) for v in session.run_with_ort_values(None, feed))
+    return run, info
+
+
 @register_backend
 class OnnxRuntime(Backend):
     """Options: ``opset`` (exporter opset), ``optimize`` (exporter graph optimisation, default true),
@@ -46,26 +72,7 @@ class OnnxRuntime(Backend):
     devices = ("cpu", "cuda")
     module = "onnxruntime"
     input_device = "cpu"
-    repro = REPRO_HELPERS + f"""
-PROVIDERS = {_PROVIDERS!r}
-LEVELS = {_LEVELS!r}
-
-
-""" + "\n\n".join(inspect.getsource(f) for f in (feed_order, ort_value, from_ort_value)) + """
-
-def run_backend(model, inputs, device):
-    import onnxruntime as ort
-    program = torch.onnx.export(model, tuple(inputs), dynamo=True, opset_version=OPTIONS.get("opset"),
-                                optimize=OPTIONS.get("optimize", True))
-    so = ort.SessionOptions()
-    level = LEVELS[OPTIONS.get("graph_optimization_level", "all")]
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    so.intra_op_num_threads = int(OPTIONS.get("threads", 1))  # as the pool ran it
-    session = ort.InferenceSession(program.model_proto.SerializeToString(), so, providers=[PROVIDERS[device]])
-    names = [i.name for i in session.get_inputs()]
-    feed = {n: ort_value(ort, inputs[i]) for n, i in zip(names, feed_order(names, ARG_NAMES))}
-    return [from_ort_value(v) for v in session.run_with_ort_values(None, feed)]
-"""
+    prepare_fn = staticmethod(prepare_onnxruntime)
 
     @classmethod
     def unavailable_reason(cls, device):
@@ -82,27 +89,3 @@ def run_backend(model, inputs, device):
         if _PROVIDERS[device] not in ort.get_available_providers():
             return f"ONNX Runtime has no {_PROVIDERS[device]} here"
         return device_unavailable_reason(device) if device != "cpu" else None
-
-    def prepare(self, gm, example_inputs, device):
-        import onnxruntime as ort
-        import torch
-
-        self.stage = "convert"
-        program = torch.onnx.export(gm, tuple(t.cpu() for t in example_inputs), dynamo=True, verbose=False,
-                                    opset_version=self.options.get("opset"), optimize=self.options.get("optimize", True))
-        model = program.model_proto.SerializeToString()
-        self.stage = "compile"
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = int(self.options.get("threads", 1))
-        level = self.options.get("graph_optimization_level", "all")
-        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
-        session = ort.InferenceSession(model, so, providers=[_PROVIDERS[device]])
-        names = [i.name for i in session.get_inputs()]
-        order = feed_order(names, placeholder_names(gm))
-        self.info = {"opset": program.model_proto.opset_import[0].version, "provider": _PROVIDERS[device],
-                     "graph_optimization_level": level, "onnx_inputs": len(names)}
-
-        def run(*inputs):
-            feed = {n: ort_value(ort, inputs[i]) for n, i in zip(names, order)}
-            return tuple(from_ort_value(v) for v in session.run_with_ort_values(None, feed))
-        return run

@@ -6,13 +6,14 @@ the options (and a label) to run the same stack at full precision beside it.
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import torch
 
-from ..registry import Backend, register_backend
-from .host_arrays import REPRO_HELPERS, from_numpy, placeholder_names, to_numpy
+from core.bugs import Stage
+
+from ..backend import Backend, stage
+from ..registry import register_backend
+from .host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
 
@@ -43,6 +44,26 @@ def ov_output(ov, port, a):
     return from_numpy(a)
 
 
+def prepare_openvino(gm, example_inputs, device, options):
+    """Any OpenVINO compile property (``INFERENCE_PRECISION_HINT: f32``) and ``threads``."""
+    import openvino as ov
+
+    with stage(Stage.CONVERT):
+        model = ov.convert_model(torch.export.export(gm, tuple(t.cpu() for t in example_inputs), strict=False))
+    compiled = ov.Core().compile_model(model, _PLUGINS[device], compile_config(options))
+    info = {"inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
+            "execution_mode": str(compiled.get_property("EXECUTION_MODE_HINT")), "plugin": _PLUGINS[device]}
+    names = placeholder_names(gm)
+    request = compiled.create_infer_request()
+    ports = [p.get_any_name() for p in compiled.inputs]
+
+    def run(*inputs):
+        by_name = dict(zip(names, inputs))
+        result = request.infer([ov_input(ov, by_name.get(n, t)) for n, t in zip(ports, inputs)])
+        return tuple(ov_output(ov, out, result[out]) for out in compiled.outputs)
+    return run, info
+
+
 @register_backend
 class OpenVino(Backend):
     """Options: any OpenVINO compile property, e.g. ``INFERENCE_PRECISION_HINT: f32``; ``threads``."""
@@ -51,24 +72,7 @@ class OpenVino(Backend):
     devices = ("cpu", "xpu")
     module = "openvino"
     input_device = "cpu"
-    repro = REPRO_HELPERS + f"""
-import numpy as np
-
-PLUGINS = {_PLUGINS!r}
-
-
-""" + "\n\n".join(inspect.getsource(f) for f in (compile_config, ov_input, ov_output)) + """
-
-def run_backend(model, inputs, device):
-    import openvino as ov
-    ov_model = ov.convert_model(torch.export.export(model, tuple(inputs), strict=False))
-    compiled = ov.Core().compile_model(ov_model, PLUGINS[device], compile_config(OPTIONS))
-    print("OpenVINO inference precision:", compiled.get_property("INFERENCE_PRECISION_HINT"))
-    by_name = dict(zip(ARG_NAMES, inputs))
-    ports = [p.get_any_name() for p in compiled.inputs]
-    result = compiled.create_infer_request().infer([ov_input(ov, by_name.get(n, t)) for n, t in zip(ports, inputs)])
-    return [ov_output(ov, out, result[out]) for out in compiled.outputs]
-"""
+    prepare_fn = staticmethod(prepare_openvino)
 
     @classmethod
     def unavailable_reason(cls, device):
@@ -84,24 +88,3 @@ def run_backend(model, inputs, device):
         if _PLUGINS[device] not in ov.Core().available_devices:
             return f"OpenVINO has no {_PLUGINS[device]} device here"
         return None
-
-    def prepare(self, gm, example_inputs, device):
-        import openvino as ov
-        import torch
-
-        self.stage = "convert"
-        model = ov.convert_model(torch.export.export(gm, tuple(t.cpu() for t in example_inputs), strict=False))
-        self.stage = "compile"
-        compiled = ov.Core().compile_model(model, _PLUGINS[device], compile_config(self.options))
-        self.info = {"inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
-                     "execution_mode": str(compiled.get_property("EXECUTION_MODE_HINT")), "plugin": _PLUGINS[device]}
-        names = placeholder_names(gm)
-        request = compiled.create_infer_request()
-        ports = [p.get_any_name() for p in compiled.inputs]
-
-        def run(*inputs):
-            by_name = dict(zip(names, inputs))
-            feed = [ov_input(ov, by_name.get(n, t)) for n, t in zip(ports, inputs)]
-            result = request.infer(feed)
-            return tuple(ov_output(ov, out, result[out]) for out in compiled.outputs)
-        return run

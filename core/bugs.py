@@ -1,0 +1,291 @@
+"""What a bug is, defined once: the vocabulary of records and the key that says "the same bug".
+
+Statuses, stages, verdicts and symptoms are string-valued enums, so records, Parquet columns
+and JSON keep plain strings while code names each value once. ``bug_key(record)`` (one run) and
+``bug_keys(table)`` (a whole column set, vectorised) are the one definition of which runs show
+the same bug; guidance counts new keys, triage makes one cluster per key, the tier-2 ledger
+locates one divergence per seed and key, and the reducer keeps a candidate only while it shows
+its cluster's key (``BugKey.shown_by``). A failure's key is where it happened
+(``stack@device``: one converter defect seen under two option sets is one bug), its status,
+stage, exception type and message template; a divergence's key is the backend label (options
+such as the precision change the numbers), the oracle's verdict, the symptom, the operator
+where it starts, the output dtype and the decade of its error.
+
+Nothing here imports torch; pyarrow is imported by the functions that need it.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import traceback
+from dataclasses import dataclass
+from enum import Enum
+from typing import Mapping
+
+try:
+    from enum import StrEnum
+except ImportError:  # Python 3.10
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return self.value
+
+        def __format__(self, spec: str) -> str:
+            return format(self.value, spec)
+
+
+class Status(StrEnum):
+    """How a run (or a seed's build) ended."""
+
+    OK = "ok"
+    MISMATCH = "mismatch"  # ran, and the comparison found a divergence
+    CRASH = "crash"  # the process died (signal or exit)
+    ERROR = "error"  # the stack raised
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    UNSUPPORTED = "unsupported"  # the stack said it cannot do this (not implemented, no kernel)
+    INVALID = "invalid"
+    SKIPPED = "skipped"  # a seed over the parameter cap (seed catalog only)
+
+
+class Stage(StrEnum):
+    """Where in the flow a run ended; the order is the flow's."""
+
+    BUILD = "build"
+    BUDGET = "budget"
+    CAPTURE = "capture"
+    MUTATE = "mutate"
+    CONVERT = "convert"
+    COMPILE = "compile"
+    RUN = "run"
+    COMPARE = "compare"
+
+
+class Verdict(StrEnum):
+    """A target's outputs against the reference, attributed with the float64 oracle."""
+
+    AGREE = "agree"
+    TARGET_DIVERGENT = "target-divergent"  # the target is much further from the oracle: its bug
+    REFERENCE_DIVERGENT = "reference-divergent"  # the reference is: eager's bug
+    ILL_CONDITIONED = "ill-conditioned"  # both are far: the variant, not a stack
+    AMPLIFIED = "amplified"  # rounding-level inputs blown up by a discontinuous op (tier 2)
+    NO_ORACLE = "no-oracle"
+    ORACLE = "oracle"  # the oracle's own run
+    NO_REFERENCE = "no-reference"
+
+
+class Symptom(StrEnum):
+    """What differs, worst first."""
+
+    STRUCTURE = "structure"
+    SHAPE = "shape"
+    DTYPE = "dtype"
+    NONFINITE = "nonfinite"
+    INTEGER = "integer"
+    VALUE = "value"
+    NUMERIC = "numeric"
+    TASK = "task"  # tier 3: the task-level answer differs (top-1, argmax token, detections)
+
+
+class Kind(StrEnum):
+    """The two kinds of cluster."""
+
+    CRASH = Status.CRASH.value  # a run that raised, died, hung or ran out of memory
+    DISCREPANCY = "discrepancy"  # a run that completed with a different answer
+
+
+FAILED = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR, Status.UNSUPPORTED, Status.INVALID)
+COMPLETED = (Status.OK, Status.MISMATCH)
+LIMITS = (Status.TIMEOUT, Status.OOM)  # the sandbox ended the run for a limit
+DIVERGENT = (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT, Verdict.ILL_CONDITIONED)
+DIVERGENT_VERDICTS = (*DIVERGENT, Verdict.AMPLIFIED)
+VENDOR_STAGES = (Stage.CONVERT, Stage.COMPILE, Stage.RUN)
+
+FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "template")
+DIVERGENCE_FIELDS = ("backend", "verdict", "symptom", "first_div_op", "output_dtype", "band")
+KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
+               "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree")  # what a key reads
+MISSING = "-"
+
+
+# ---------------------------------------------------------------- failures as records
+_UNSUPPORTED = re.compile(
+    r"not (?:yet )?(?:implemented|supported)|unsupported|no (?:kernel|implementation)|"
+    r"could not run .* with arguments from the|not available for|is not implemented for", re.I)
+_OOM = re.compile(r"out of memory|can't allocate memory|cannot allocate memory|bad_alloc|"
+                  r"failed to allocate|std::bad_alloc", re.I)
+
+
+def describe(exc: BaseException, limit: int = 2000) -> dict:
+    """The parts of an exception a record keeps: error_type, message (trimmed, not lost), traceback."""
+    msg = str(exc).strip() or repr(exc)
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    return {"error_type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
+            "message": msg[:limit], "traceback": tb[-limit:]}
+
+
+def status_of_error(error_type: str, message: str) -> Status:
+    """error, unsupported or oom, from what a stack raised."""
+    short = error_type.rsplit(".", 1)[-1]
+    if short in ("OutOfMemoryError", "MemoryError") or _OOM.search(message or ""):
+        return Status.OOM
+    if short in ("NotImplementedError",) or _UNSUPPORTED.search(message or ""):
+        return Status.UNSUPPORTED
+    return Status.ERROR
+
+
+def signature(stage: str | None, error_type: str | None, message: str | None) -> str:
+    """The ``signature`` column of a failed record: stage, exception type and message template."""
+    from .templates import template
+
+    return f"{stage or MISSING}|{error_type or MISSING}|{template(message)}"
+
+
+def key_id(*parts: str | None) -> str:
+    """A stable short id for a key: the same key has the same id in every campaign (``gapfuzz diff``)."""
+    return hashlib.sha256("\x1f".join(p or "" for p in parts).encode()).hexdigest()[:10]
+
+
+# ---------------------------------------------------------------- the bug key
+@dataclass(frozen=True)
+class BugKey:
+    """The bug a run shows: its kind and the parts named by FAILURE_FIELDS or DIVERGENCE_FIELDS."""
+
+    kind: Kind
+    parts: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return FAILURE_FIELDS if self.kind == Kind.CRASH else DIVERGENCE_FIELDS
+
+    def __getitem__(self, name: str) -> str:
+        return self.parts[self.names.index(name)]
+
+    @property
+    def id(self) -> str:
+        """The cluster id: ``c-`` or ``d-`` and the key's hash."""
+        return f"{self.kind[0]}-{key_id(self.kind, *self.parts)}"
+
+    def shown_by(self, other: BugKey | None, ops: list[str] = ()) -> bool:
+        """Whether a run with key ``other`` on a graph holding ``ops`` shows this bug (the reducer's
+        test). Every part must agree, but two that a shrinking graph changes without changing the
+        bug: the error band (a smaller graph amplifies less) and the first divergent op, which the
+        candidate's run does not locate (tier 2 is a dozen compiles): it must still be in the graph."""
+        if other is None or other.kind != self.kind:
+            return False
+        if self.kind == Kind.CRASH:
+            return other.parts == self.parts
+        skip = {"band", "first_div_op"}
+        same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
+        op = self["first_div_op"]
+        return same and (op == MISSING or op in ops)
+
+
+def error_band(tol_ratio):
+    """``<1``, ``1e0`` .. ``1e5`` (the decade of tol_ratio), ``1e6+``; ``-`` when unknown (an Arrow array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    r = pc.cast(tol_ratio, pa.float64())
+    unknown = pc.fill_null(pc.or_kleene(pc.is_null(r), pc.is_nan(r)), True)
+    safe = pc.if_else(unknown, 1.0, r)
+    decade = pc.min_element_wise(pc.floor(pc.log10(pc.max_element_wise(safe, 1.0))), 6.0)
+    index = pc.if_else(unknown, 8.0, pc.if_else(pc.less(safe, 1.0), 0.0, pc.add(decade, 1.0)))
+    labels = pa.array(["<1", *[f"1e{i}" for i in range(6)], "1e6+", MISSING])
+    return pc.take(labels, pc.cast(index, pa.int64()))
+
+
+def bug_keys(table) -> "pa.Table":  # noqa: F821 - pyarrow is imported lazily
+    """Every row's bug key, vectorised (a million records in seconds): columns ``kind`` (null for a
+    run that passed), ``cluster`` (the key's id) and each part of both kinds of key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .templates import template_unique
+
+    n = table.num_rows
+
+    def col(name, kind=pa.string()):
+        return pc.cast(table[name], kind) if name in table.column_names else pa.nulls(n, kind)
+
+    def text(a):
+        a = pc.cast(a, pa.string())
+        return pc.if_else(pc.or_kleene(pc.is_null(a), pc.equal(a, "")), MISSING, a)
+
+    def among(a, values):
+        return pc.is_in(a, value_set=pa.array([str(v) for v in values]))
+
+    status, cause = col("status"), col("cause")
+    stack = text(col("stack"))
+    stack_device = pc.if_else(pc.not_equal(stack, MISSING), pc.binary_join_element_wise(stack, text(col("device")), "@"),
+                              text(col("backend")))
+    tpl = template_unique(col("message"))
+    limit = pc.and_(among(status, LIMITS), pc.fill_null(pc.starts_with(cause, "limit:"), False))
+    limit = pc.or_(limit, pc.and_(pc.equal(tpl, ""), pc.is_valid(cause)))  # died silently: its signal or exit
+    tpl = pc.if_else(limit, template_unique(cause), tpl)  # a limit's printed tail is incidental
+    failed = among(status, FAILED)
+    task = pc.fill_null(pc.less(col("task_agree", pa.float64()), 1.0), False)
+    verdict = col("verdict")
+    diverged = pc.or_(pc.or_(pc.fill_null(pc.equal(status, str(Status.MISMATCH)), False),
+                             among(verdict, DIVERGENT_VERDICTS)), task)
+    discrepancy = pc.and_(among(status, COMPLETED), diverged)
+    symptom = pc.if_else(task, str(Symptom.TASK), text(col("symptom")))
+    parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
+             "error_type": text(col("error_type")), "template": text(tpl), "backend": text(col("backend")),
+             "verdict": text(verdict), "symptom": pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom),
+             "first_div_op": text(col("first_div_op")), "output_dtype": text(col("output_dtype")),
+             "band": error_band(col("tol_ratio", pa.float64()))}
+    kind = pc.if_else(failed, str(Kind.CRASH), pc.if_else(discrepancy, str(Kind.DISCREPANCY), pa.scalar(None, pa.string())))
+    sep = "\x1f"
+    joined = pc.if_else(failed, pc.binary_join_element_wise(kind, *(parts[f] for f in FAILURE_FIELDS), sep),
+                        pc.binary_join_element_wise(kind, *(parts[f] for f in DIVERGENCE_FIELDS), sep))
+    encoded = pc.dictionary_encode(joined)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    ids = pa.array([f"{s[0]}-{hashlib.sha256(s.encode()).hexdigest()[:10]}" if s else None
+                    for s in encoded.dictionary.to_pylist()], pa.string())
+    return pa.table({"kind": kind, "cluster": pc.take(ids, encoded.indices), **parts})
+
+
+_KEY_SCHEMA = None
+
+
+def _key_schema():
+    global _KEY_SCHEMA
+    if _KEY_SCHEMA is None:
+        import pyarrow as pa
+
+        floats = ("tol_ratio", "task_agree")
+        _KEY_SCHEMA = pa.schema([(c, pa.float64() if c in floats else pa.string()) for c in KEY_COLUMNS])
+    return _KEY_SCHEMA
+
+
+def _present(v):
+    """None for a missing value, whichever kind of missing (None, NaN, pandas NA) a caller holds."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in ("NAType", "NaTType"):
+        return None
+    return v
+
+
+def bug_key_list(records: list[Mapping]) -> list[BugKey | None]:
+    """The bug each run shows (None when it passed); each record maps record columns to values."""
+    import pyarrow as pa
+
+    rows = []
+    for record in records:
+        row = {c: _present(record.get(c)) for c in KEY_COLUMNS}
+        for c in KEY_COLUMNS:
+            if row[c] is not None:
+                row[c] = float(row[c]) if c in ("tol_ratio", "task_agree") else str(row[c])
+        rows.append(row)
+    out = []
+    for keys in bug_keys(pa.Table.from_pylist(rows, schema=_key_schema())).to_pylist():
+        kind = None if keys["kind"] is None else Kind(keys["kind"])
+        out.append(None if kind is None else BugKey(kind, tuple(
+            keys[f] for f in (FAILURE_FIELDS if kind == Kind.CRASH else DIVERGENCE_FIELDS))))
+    return out
+
+
+def bug_key(record: Mapping) -> BugKey | None:
+    """The bug one run shows (None when it passed); ``record`` maps record columns to values."""
+    return bug_key_list([record])[0]

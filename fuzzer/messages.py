@@ -1,0 +1,95 @@
+"""What the campaign driver and a seed build hand each other, as named types.
+
+The driver sends a ``BuildRequest`` (one seed, the variant indices still to run, the campaign's
+variant settings and a guidance snapshot) to a CPU worker, where ``generate.build_seed_variants``
+answers with a ``SeedBuild``: the seed's facts and one ``BuiltVariant`` per index, or the stage and
+reason it failed. The variants' payloads travel beside them (``PayloadReply.payloads``), so the
+facts stay small.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.bugs import Stage, Status
+from seeds.spec import SeedInfo
+from workers.messages import CallReply, PayloadReply
+
+from .settings import VariantSettings
+from .recipe import Recipe
+
+
+@dataclass
+class Guidance:
+    """A snapshot of the campaign's feedback for one build (``guidance.Feedback.snapshot``)."""
+
+    mode: str = "uniform"
+    scores: dict = field(default_factory=dict)  # mutator -> hit rate
+    choice_weights: dict = field(default_factory=dict)  # mutator -> {choice: weight}, for mutators with choices
+
+
+@dataclass
+class BuildRequest:
+    seed_id: str
+    indices: list[int]
+    variants: VariantSettings
+    campaign_seed: int
+    max_params: int | None
+    guidance: Guidance | None = None
+    use_cache: bool = True
+
+
+@dataclass
+class BuiltVariant:
+    """One variant's recipe and graph facts (its payload is in ``SeedBuild.payloads``)."""
+
+    index: int
+    variant_id: str
+    recipe: Recipe
+    semantics_preserving: bool
+    graph_hash: str
+    node_count: int
+    ops: list[str]
+    output_names: list[str]
+    metamorphic_err: float | None = None
+    metamorphic_ok: bool | None = None
+    gen_s: float | None = None
+
+
+@dataclass
+class SeedBuild(PayloadReply):
+    """A seed's build: its variants, or where and why it failed."""
+
+    seed_id: str = ""
+    status: Status = Status.OK
+    stage: Stage | None = None
+    error_type: str | None = None
+    message: str | None = None
+    cause: str | None = None
+    seed: SeedInfo | None = None
+    variants: list[BuiltVariant] = field(default_factory=list)
+    capture_s: float | None = None
+    build_s: float | None = None
+    node_count: int | None = None  # of the captured seed
+    op_counts: dict = field(default_factory=dict)
+    output_names: list[str] = field(default_factory=list)
+    tried: dict = field(default_factory=dict)  # mutator -> proposals
+    rejected: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @classmethod
+    def from_reply(cls, seed_id: str, reply: CallReply | None, lost: Exception | None = None) -> SeedBuild:
+        """The build a worker's reply holds; a build that killed its sandbox (or its worker) fails at capture."""
+        if lost is not None:
+            return cls(seed_id=seed_id, status=Status.ERROR, stage=Stage.CAPTURE, error_type="WorkerLost",
+                       message=str(lost)[:2000])
+        if reply.fault is not None:
+            f = reply.fault
+            return cls(seed_id=seed_id, status=f.status, stage=Stage.CAPTURE, error_type=f.cause, message=f.message,
+                       cause=f.cause)
+        if reply.error is not None:
+            return cls(seed_id=seed_id, status=Status.ERROR, stage=Stage.CAPTURE, error_type=reply.error["error_type"],
+                       message=reply.error["message"])
+        return reply.value

@@ -1,0 +1,93 @@
+"""The one dispatch loop: calls in flight on Ray actors, a bounded number per actor, and what ended.
+
+A campaign (builds on the CPU pool, runs on every device's pool) and a seed scan (one function
+over many seeds) both keep their workers busy through a ``Dispatcher``: submit a call with the
+job it belongs to, ask for an idle actor, and collect ``Done`` items as calls finish. A call
+whose actor died comes back with ``lost`` set instead of a value; the caller decides.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import ray
+
+MAX_INFLIGHT = 2  # per worker: one running, one queued behind it
+
+
+@dataclass
+class Done:
+    job: object  # what the caller submitted the call for
+    actor: object
+    value: object = None
+    lost: Exception | None = None  # the actor died (not a backend fault: the sandbox isolates those)
+
+
+class Dispatcher:
+    def __init__(self, max_inflight: int = MAX_INFLIGHT):
+        self.max_inflight = max_inflight
+        self.load: dict = {}  # actor -> calls in flight
+        self.inflight: dict = {}  # ObjectRef -> (job, actor)
+
+    def add(self, actors: Iterable) -> None:
+        for a in actors:
+            self.load.setdefault(a, 0)
+
+    def replace(self, old, new) -> None:
+        self.load.pop(old, None)
+        self.load[new] = 0
+
+    def idle(self, actors: Iterable, prefer=None):
+        """The least loaded of ``actors`` with room, ``prefer`` among equals; None when all are full."""
+        best = min(actors, key=lambda a: (self.load[a], a is not prefer), default=None)
+        return best if best is not None and self.load[best] < self.max_inflight else None
+
+    def has_room(self, actor) -> bool:
+        return actor in self.load and self.load[actor] < self.max_inflight
+
+    def submit(self, ref, actor, job) -> None:
+        self.inflight[ref] = (job, actor)
+        self.load[actor] += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.inflight)
+
+    def wait(self, timeout: float = 1.0) -> list[Done]:
+        """The calls that ended within ``timeout`` (at least one when any ends)."""
+        if not self.inflight:
+            return []
+        ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=timeout)
+        out = []
+        for ref in ready:
+            job, actor = self.inflight.pop(ref)
+            if actor in self.load:
+                self.load[actor] -= 1
+            try:
+                out.append(Done(job, actor, ray.get(ref)))
+            except ray.exceptions.RayActorError as e:
+                out.append(Done(job, actor, lost=e))
+        return out
+
+
+def map_calls(actors: list, jobs: Iterable, call: Callable, on_result: Callable, on_tick: Callable | None = None,
+              max_inflight: int = MAX_INFLIGHT) -> None:
+    """``call(actor, args)`` (a Ray ObjectRef) for each ``(key, args)`` of ``jobs``, keeping every actor
+    busy; ``on_result(done)`` gets each finished call, ``done.job`` being its key."""
+    jobs = iter(jobs)
+    d = Dispatcher(max_inflight)
+    d.add(actors)
+    exhausted = False
+    while True:
+        while not exhausted and (actor := d.idle(actors)) is not None:
+            try:
+                key, args = next(jobs)
+            except StopIteration:
+                exhausted = True
+                break
+            d.submit(call(actor, args), actor, key)
+        if not d:
+            return
+        for done in d.wait():
+            on_result(done)
+        if on_tick:
+            on_tick()
