@@ -21,7 +21,10 @@ import re
 import traceback
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 try:
     from enum import StrEnum
@@ -195,7 +198,7 @@ def error_band(tol_ratio):
     return pc.take(labels, pc.cast(index, pa.int64()))
 
 
-def bug_keys(table) -> "pa.Table":  # noqa: F821 - pyarrow is imported lazily
+def bug_keys(table: pa.Table) -> pa.Table:
     """Every row's bug key, vectorised (a million records in seconds): columns ``kind`` (null for a
     run that passed), ``cluster`` (the key's id) and each part of both kinds of key."""
     import pyarrow as pa

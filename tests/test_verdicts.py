@@ -11,7 +11,7 @@ import torch
 from seeds.capture import capture
 from seeds.spec import BuiltSeed, SeedInfo
 from workers.align import AlignLedger
-from workers.compare import Settings, attribute, compare
+from workers.compare import Settings, compare
 from workers.messages import JudgeSettings, RunRequest
 from workers.registry import parse_backend
 from workers.runner import run_variant

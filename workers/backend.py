@@ -60,7 +60,8 @@ class Backend:
 
     name = ""
     devices: tuple = ("cpu",)
-    module: str | None = None  # the Python package the stack needs, for availability and version
+    module: str | None = None  # the Python package of the stack, for availability and version
+    packages: tuple = ()  # other Python packages it needs
     input_device: str | None = None  # where inputs go when not on the device (host-array runtimes: "cpu")
     prepare_stage = Stage.COMPILE  # the stage of a prepare() failure outside any ``stage(...)`` block
     capture_nodes = False  # runs op by op: tier 2 reads every node's value in one run
@@ -77,10 +78,17 @@ class Backend:
 
     @classmethod
     def unavailable_reason(cls, device: str) -> str | None:
+        """Why this stack cannot run on ``device`` here; None when it can."""
         if device not in cls.devices:
             return f"{cls.name} does not run on {device}"
-        if cls.module and importlib.util.find_spec(cls.module) is None:
-            return f"python package {cls.module!r} is not installed"
+        for package in filter(None, (cls.module, *cls.packages)):
+            if importlib.util.find_spec(package) is None:
+                return f"python package {package!r} is not installed (pip install {package})"
+        return cls.device_unavailable_reason(device)
+
+    @classmethod
+    def device_unavailable_reason(cls, device: str) -> str | None:
+        """Why the device is not usable by this stack (torch's view of it, unless the stack knows better)."""
         return device_unavailable_reason(device)
 
     @classmethod

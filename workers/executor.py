@@ -22,6 +22,7 @@ from core.bugs import Stage, describe, status_of_error
 from . import pipe
 from .backend import stage_of
 from .messages import Execution, PayloadReply
+from .outcome import RunOutcome
 from .sandbox import RAISED, REPLY, rss_bytes
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
@@ -145,7 +146,8 @@ class Executor:
         from core.ir import clone_exact
 
         self._settle()
-        result = Execution(**self.checksums)
+        result = RunOutcome(backend=spec.name, stack=spec.stack, device=spec.device, **self.checksums)
+        outputs = None
         device = spec.device
         stage, started = Stage.COMPILE, None
         try:
@@ -182,19 +184,19 @@ class Executor:
                 last = to_host(last)
             result.latency_ms = 1e3 * statistics.median(times) if times else None
             result.run_s, result.runs = sum(times), len(times)
-            result.outputs = first
+            outputs = first
             result.nondeterministic = not same_bits(first, last)
             result.inputs_mutated = not same_bits(to_host(list(calls[0])), list(variant.inputs))
-            result.info = dict(backend.info or {})
+            result.backend_info = dict(backend.info or {})
         except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
             if started is not None and result.prepare_s is None:
                 result.prepare_s = time.perf_counter() - started  # the time the failed prepare took
             d = describe(e)
-            result.error_type, result.message, result.traceback = d["error_type"], d["message"], d["traceback"]
+            result.error_type, result.message = d["error_type"], d["message"]
             result.stage, result.status = stage, status_of_error(d["error_type"], d["message"])
         finally:
             self._release(device)
-        return result
+        return Execution(result, outputs)
 
     def align(self, variant_id: str, spec, settings, reference_device: str = "cpu") -> dict:
         """Tier 2 for one divergent target: the first divergent node, its growth, amplification."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.bugs import Stage, Status
-
 from .compare import Settings
+from .outcome import RunOutcome
 from .registry import BackendSpec
 
 
@@ -69,21 +68,8 @@ class RunRequest:
 
 @dataclass
 class Execution:
-    """One backend's prepare and timed calls in the executor process."""
+    """One backend's prepare and timed calls in the executor process: how it ended and what it cost
+    (the outcome, without the worker's provenance), and its outputs for the judge."""
 
-    status: Status = Status.OK
-    stage: Stage | None = None
-    error_type: str | None = None
-    message: str | None = None
-    traceback: str | None = None
-    prepare_s: float | None = None  # prepare() and the first call (lazy compilers compile there)
-    first_run_s: float | None = None
-    latency_ms: float | None = None
-    run_s: float | None = None
-    runs: int | None = None
-    nondeterministic: bool | None = None
-    inputs_mutated: bool | None = None
-    input_checksum: str | None = None
-    weight_checksum: str | None = None
-    info: dict = field(default_factory=dict)
+    outcome: RunOutcome
     outputs: list | None = None

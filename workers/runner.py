@@ -5,7 +5,6 @@ that tells a reproducible crash from a flaky one, timing and comparing.
 """
 from __future__ import annotations
 
-import dataclasses
 import platform
 import socket
 import time
@@ -22,19 +21,17 @@ from .registry import BackendSpec
 from .sandbox import Fault, RemoteError, Sandbox
 from .task import canonicalize, task_agreement
 
-_EXECUTION_FIELDS = [f.name for f in dataclasses.fields(Execution) if f.name not in ("info", "outputs", "traceback")]
-
-
 def _versions() -> dict:
     import torch
 
     return {"torch": torch.__version__, "python": platform.python_version(), "os": platform.platform()}
 
 
-def _outcome(spec: BackendSpec, worker: str) -> RunOutcome:
-    return RunOutcome(backend=spec.name, stack=spec.stack, device=spec.device, options=dict(spec.options),
-                      backend_version=spec.backend_cls().version(), host=socket.gethostname(), worker=worker,
-                      versions=_versions())
+def _provenance(out: RunOutcome, spec: BackendSpec, worker: str) -> RunOutcome:
+    """Where and with what an outcome was had: the options, the stack's version, the host and worker."""
+    out.options, out.backend_version = dict(spec.options), spec.backend_cls().version()
+    out.host, out.worker, out.versions = socket.gethostname(), worker, _versions()
+    return out
 
 
 class VariantJob:
@@ -90,26 +87,22 @@ class VariantJob:
 
     def run(self, spec: BackendSpec) -> RunOutcome:
         t0 = time.perf_counter()
-        out = _outcome(spec, self.worker)
         try:
             reply = self._run_once(spec)
         except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
-            out.status, out.stage = Status.ERROR, Stage.RUN
-            out.error_type, out.message = e.info["error_type"], e.info["message"]
-            out.worker_s = time.perf_counter() - t0
-            return out
+            reply = RunOutcome(spec.name, spec.stack, spec.device, status=Status.ERROR, stage=Stage.RUN,
+                               error_type=e.info["error_type"], message=e.info["message"])
         if isinstance(reply, Fault):
-            out.status, out.cause, out.message = reply.status, reply.cause, reply.message
-            out.stage = Stage.RUN
-            out.error_type = reply.cause.split(":")[-1].split()[0] if reply.cause else None
+            out = RunOutcome(spec.name, spec.stack, spec.device, status=reply.status, stage=Stage.RUN,
+                             cause=reply.cause, message=reply.message,
+                             error_type=reply.cause.split(":")[-1].split()[0] if reply.cause else None)
             if self.s.retry_faults:
-                again = self._run_once(spec)
-                out.reproducible = isinstance(again, Fault)
+                out.reproducible = isinstance(self._run_once(spec), Fault)
+        elif isinstance(reply, Execution):
+            out, self.outputs[spec.name] = reply.outcome, reply.outputs
         else:
-            self.outputs[spec.name] = reply.outputs
-            for name in _EXECUTION_FIELDS:
-                setattr(out, name, getattr(reply, name))
-            out.backend_info = reply.info
+            out = reply
+        _provenance(out, spec, self.worker)
         out.worker_s = time.perf_counter() - t0
         return out
 

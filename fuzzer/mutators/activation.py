@@ -31,14 +31,13 @@ class ReplaceActivation(Mutator):
     name = "replace_activation"
     family = "structure"
 
-    def propose(self, variant, rng):
-        sites = [n for n in variant.gm.graph.nodes if n.op == "call_function" and n.target in _OPS]
-        site = pick(rng, sites)
-        if site is None:
-            return None
+    def sites(self, variant):
+        return [n for n in variant.gm.graph.nodes if n.op == "call_function" and n.target in _OPS]
+
+    def draw(self, site, rng):
         current = next((k for k, (op, a, kw) in ACTIVATIONS.items()
                         if op is site.target and tuple(site.args[1:]) == a and dict(site.kwargs) == kw), None)
-        return {"node": site.name, "to": pick(rng, sorted(set(ACTIVATIONS) - {current}))}
+        return {"to": pick(rng, sorted(set(ACTIVATIONS) - {current}))}
 
     def apply(self, variant, params):
         graph, nodes = copy_graph(variant.gm)

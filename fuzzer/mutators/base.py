@@ -44,10 +44,30 @@ class Mutator:
         return rng.choices(names, weights=[max(1e-6, (self.choice_weights or {}).get(n, 1.0)) for n in names])[0]
 
     def propose(self, variant: Variant, rng: random.Random) -> dict | None:
-        raise NotImplementedError
+        """Concrete parameters for ``apply``, or None when the graph has no site. By default: one of
+        ``sites`` (``{"node": name}``) and what ``draw`` adds for it."""
+        site = pick(rng, self.sites(variant))
+        extra = None if site is None else self.draw(site, rng)
+        return None if extra is None else {"node": site.name, **extra}
+
+    def sites(self, variant: Variant) -> list[fx.Node]:
+        """The nodes the default ``propose`` picks from."""
+        raise NotImplementedError(f"mutator {self.name} defines neither sites() nor propose()")
+
+    def draw(self, site: fx.Node, rng: random.Random) -> dict | None:
+        """Parameters beyond the site, drawn after it; None when the site turns out not to fit."""
+        return {}
 
     def apply(self, variant: Variant, params: dict) -> Variant:
-        raise NotImplementedError
+        """A new variant. By default: ``build``'s nodes spliced in after node ``params["node"]``, whose
+        other users read their result."""
+        rw = Rewrite(variant)
+        rw.splice_after(rw.node(params["node"]), lambda x: self.build(rw, x, params))
+        return rw.finish()
+
+    def build(self, rw: Rewrite, x: fx.Node, params: dict) -> fx.Node:
+        """The nodes the default ``apply`` puts after ``x``; returns their result."""
+        raise NotImplementedError(f"mutator {self.name} defines neither build() nor apply()")
 
 
 # ---------------------------------------------------------------- graph helpers
@@ -152,6 +172,15 @@ class Rewrite:
         if name not in self.variant.tensors():
             raise Rejected(f"no tensor named {name!r}")
         self.tensors[name] = tensor
+
+    def splice_after(self, x: fx.Node, build) -> fx.Node:
+        """Insert ``build(x)``'s nodes right after ``x``; every other user of ``x`` reads the result."""
+        before = set(self.graph.nodes)
+        with self.after(x):
+            out = build(x)
+        new = set(self.graph.nodes) - before
+        x.replace_all_uses_with(out, delete_user_cb=lambda u: u not in new)
+        return out
 
     def tensor(self, name: str) -> torch.Tensor:
         return self.tensors.get(name, self.variant.tensors().get(name))

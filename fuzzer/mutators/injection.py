@@ -113,29 +113,22 @@ class InjectOp(Mutator):
     def choices(cls) -> list[str]:
         return sorted(POOL)
 
-    def propose(self, variant, rng: random.Random):
-        site = pick(rng, [n for n in float_nodes(variant) if shape_of(n) is not None])
-        if site is None:
-            return None
+    def sites(self, variant):
+        return [n for n in float_nodes(variant) if shape_of(n) is not None]
+
+    def draw(self, site, rng: random.Random):
         shape = shape_of(site)
         names = sorted(k for k, e in POOL.items() if e.fits(shape) and (not e.needs_dim or len(shape) >= 1))
         if not names:
             return None
         op = self.choose(rng, names)
-        params = {"node": site.name, "op": op, "seed": rng.randrange(2**31)}
+        params = {"op": op, "seed": rng.randrange(2**31)}
         if POOL[op].needs_dim:
             params["dim"] = rng.randrange(len(shape))
         return params
 
-    def apply(self, variant, params):
-        rw = Rewrite(variant)
-        x = rw.node(params["node"])
-        before = set(rw.graph.nodes)
-        with rw.after(x):
-            out = same_layout(rw, POOL[params["op"]].build(rw, x, params), x)
-        new = set(rw.graph.nodes) - before
-        x.replace_all_uses_with(out, delete_user_cb=lambda u: u not in new)
-        return rw.finish()
+    def build(self, rw, x, params):
+        return same_layout(rw, POOL[params["op"]].build(rw, x, params), x)
 
 
 @register_mutator
@@ -154,10 +147,5 @@ class InjectBinary(Mutator):
         pair = pick(rng, pairs)
         return None if pair is None else {"node": pair[1].name, "other": pair[0].name, "op": rng.choice(sorted(BINARY))}
 
-    def apply(self, variant, params):
-        rw = Rewrite(variant)
-        x, y = rw.node(params["node"]), rw.node(params["other"])
-        with rw.after(x):
-            out = rw.call(BINARY[params["op"]], x, y)
-        x.replace_all_uses_with(out, delete_user_cb=lambda u: u is not out)
-        return rw.finish()
+    def build(self, rw, x, params):
+        return rw.call(BINARY[params["op"]], x, rw.node(params["other"]))

@@ -22,11 +22,11 @@ class InsertUnary(Mutator):
     name = "insert_unary"
     family = "structure"
 
-    def propose(self, variant, rng):
-        site = pick(rng, float_nodes(variant))
-        if site is None:
-            return None
-        return {"node": site.name, "op": pick(rng, sorted(UNARY))}
+    def sites(self, variant):
+        return float_nodes(variant)
+
+    def draw(self, site, rng):
+        return {"op": pick(rng, sorted(UNARY))}
 
     def apply(self, variant, params):
         graph, nodes = copy_graph(variant.gm)

@@ -124,18 +124,14 @@ class CreateTies(Mutator):
     family = "numeric"
     numeric = True
 
-    def propose(self, variant, rng):
+    def sites(self, variant):
         outputs = set(next(n for n in variant.gm.graph.nodes if n.op == "output").all_input_nodes)
-        sites = [n for n in call_nodes(variant) if (dtype_of(n) or torch.int64).is_floating_point
-                 and (any(u.target in TIE_CONSUMERS for u in n.users) or n in outputs)]
-        site = pick(rng, sites)
-        return None if site is None else {"node": site.name, "grid": rng.choice([0.5, 1.0, 4.0])}
+        return [n for n in call_nodes(variant) if (dtype_of(n) or torch.int64).is_floating_point
+                and (any(u.target in TIE_CONSUMERS for u in n.users) or n in outputs)]
 
-    def apply(self, variant, params):
-        rw = Rewrite(variant)
-        x = rw.node(params["node"])
-        with rw.after(x):
-            scaled = rw.call(aten.div.Tensor, x, params["grid"])
-            rounded = rw.call(aten.mul.Tensor, rw.call(aten.round.default, scaled), params["grid"])
-        x.replace_all_uses_with(rounded, delete_user_cb=lambda u: u is not scaled)
-        return rw.finish()
+    def draw(self, site, rng):
+        return {"grid": rng.choice([0.5, 1.0, 4.0])}
+
+    def build(self, rw, x, params):
+        grid = params["grid"]
+        return rw.call(aten.mul.Tensor, rw.call(aten.round.default, rw.call(aten.div.Tensor, x, grid)), grid)

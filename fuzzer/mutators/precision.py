@@ -24,11 +24,12 @@ class LowPrecisionNode(Mutator):
     name = "low_precision_node"
     family = "precision"
 
-    def propose(self, variant, rng):
-        sites = [n for n in call_nodes(variant) if dtype_of(n) == torch.float32 and
-                 any(dtype_of(a) == torch.float32 for a in n.all_input_nodes)]
-        site = pick(rng, sites)
-        return None if site is None else {"node": site.name, "dtype": rng.choice(["float16", "bfloat16"])}
+    def sites(self, variant):
+        return [n for n in call_nodes(variant) if dtype_of(n) == torch.float32 and
+                any(dtype_of(a) == torch.float32 for a in n.all_input_nodes)]
+
+    def draw(self, site, rng):
+        return {"dtype": rng.choice(["float16", "bfloat16"])}
 
     def apply(self, variant, params):
         rw = Rewrite(variant)
@@ -37,9 +38,8 @@ class LowPrecisionNode(Mutator):
             casts = {a: _cast(rw, a, low) for a in n.all_input_nodes if dtype_of(a) == torch.float32}
         n.args = fx.map_arg(n.args, lambda a: casts.get(a, a))
         n.kwargs = fx.map_arg(n.kwargs, lambda a: casts.get(a, a))
-        with rw.after(n):
-            back = rw.call(aten.type_as.default, n, next(iter(casts)))  # the input's dtype, whatever it becomes
-        n.replace_all_uses_with(back, delete_user_cb=lambda u: u is not back)
+        # back to the input's dtype, whatever it becomes
+        rw.splice_after(n, lambda n: rw.call(aten.type_as.default, n, next(iter(casts))))
         return rw.finish()
 
 

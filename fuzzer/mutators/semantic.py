@@ -22,24 +22,11 @@ class _Identity(Mutator):
     def sites(self, variant) -> list[fx.Node]:
         return [n for n in float_nodes(variant) if len(shape_of(n)) >= self.min_rank]
 
-    def propose(self, variant, rng):
-        site = pick(rng, self.sites(variant))
-        return None if site is None else {"node": site.name, **self.draw(site, rng)}
+    def build(self, rw, x, params):
+        return same_layout(rw, self.wrap(rw, x, params), x)
 
-    def draw(self, site: fx.Node, rng) -> dict:
-        return {}
-
-    def apply(self, variant, params):
-        rw = Rewrite(variant)
-        x = rw.node(params["node"])
-        with rw.after(x):
-            first, last = self.wrap(rw, x, params)
-            last = same_layout(rw, last, x)
-        x.replace_all_uses_with(last, delete_user_cb=lambda u: u is not first)
-        return rw.finish()
-
-    def wrap(self, rw: Rewrite, x: fx.Node, params: dict) -> tuple[fx.Node, fx.Node]:
-        """Build the identity; return its first node (the one reading x) and its result."""
+    def wrap(self, rw: Rewrite, x: fx.Node, params: dict) -> fx.Node:
+        """Build the identity; return its result."""
         raise NotImplementedError
 
 
@@ -56,8 +43,7 @@ class TransposePair(_Identity):
 
     def wrap(self, rw, x, params):
         a, b = params["dims"]
-        first = rw.call(aten.transpose.int, x, a, b)
-        return first, rw.call(aten.transpose.int, first, a, b)
+        return rw.call(aten.transpose.int, rw.call(aten.transpose.int, x, a, b), a, b)
 
 
 @register_mutator
@@ -67,8 +53,7 @@ class AddZero(_Identity):
     name = "add_zero"
 
     def wrap(self, rw, x, params):
-        n = rw.call(aten.add.Tensor, x, 0.0)
-        return n, n
+        return rw.call(aten.add.Tensor, x, 0.0)
 
 
 @register_mutator
@@ -78,8 +63,7 @@ class MulOne(_Identity):
     name = "mul_one"
 
     def wrap(self, rw, x, params):
-        n = rw.call(aten.mul.Tensor, x, 1.0)
-        return n, n
+        return rw.call(aten.mul.Tensor, x, 1.0)
 
 
 @register_mutator
@@ -101,7 +85,7 @@ class SplitConcat(_Identity):
         parts = rw.call(aten.split.Tensor, x, params["size"], params["dim"])
         count = -(-shape_of(x)[params["dim"]] // params["size"])
         pieces = [rw.graph.call_function(operator.getitem, (parts, i)) for i in range(count)]
-        return parts, rw.call(aten.cat.default, pieces, params["dim"])
+        return rw.call(aten.cat.default, pieces, params["dim"])
 
 
 @register_mutator
@@ -112,8 +96,7 @@ class ReshapeRoundtrip(_Identity):
     min_rank = 2
 
     def wrap(self, rw, x, params):
-        flat = rw.call(aten.reshape.default, x, [-1])
-        return flat, rw.call(aten.reshape.default, flat, list(shape_of(x)))
+        return rw.call(aten.reshape.default, rw.call(aten.reshape.default, x, [-1]), list(shape_of(x)))
 
 
 @register_mutator

@@ -33,9 +33,8 @@ class RemoveNode(Mutator):
     name = "remove_node"
     family = "structure"
 
-    def propose(self, variant, rng):
-        pair = pick(rng, _same_shape_pairs(variant))
-        return None if pair is None else {"node": pair[1].name}
+    def sites(self, variant):
+        return [n for _, n in _same_shape_pairs(variant)]
 
     def apply(self, variant, params):
         rw = Rewrite(variant)
@@ -51,17 +50,10 @@ class DuplicateNode(Mutator):
     name = "duplicate_node"
     family = "structure"
 
-    def propose(self, variant, rng):
-        pair = pick(rng, _same_shape_pairs(variant))
-        return None if pair is None else {"node": pair[1].name}
+    sites = RemoveNode.sites
 
-    def apply(self, variant, params):
-        rw = Rewrite(variant)
-        n = rw.node(params["node"])
-        with rw.after(n):
-            again = rw.graph.create_node("call_function", n.target, (n, *n.args[1:]), dict(n.kwargs))
-        n.replace_all_uses_with(again, delete_user_cb=lambda u: u is not again)
-        return rw.finish()
+    def build(self, rw, n, params):
+        return rw.graph.create_node("call_function", n.target, (n, *n.args[1:]), dict(n.kwargs))
 
 
 @register_mutator
@@ -125,10 +117,8 @@ class AddResidual(Mutator):
 
     def apply(self, variant, params):
         rw = Rewrite(variant)
-        x, y = rw.node(params["input"]), rw.node(params["output"])
-        with rw.after(y):
-            total = rw.call(aten.add.Tensor, y, x)
-        y.replace_all_uses_with(total, delete_user_cb=lambda u: u is not total)
+        x = rw.node(params["input"])
+        rw.splice_after(rw.node(params["output"]), lambda y: rw.call(aten.add.Tensor, y, x))
         return rw.finish()
 
 
@@ -145,11 +135,9 @@ class SwapCommutative(Mutator):
     family = "structure"
     preserves_semantics = True
 
-    def propose(self, variant, rng):
-        sites = [n for n in call_nodes(variant) if n.target in _COMMUTATIVE and len(n.args) == 2
-                 and all(isinstance(a, fx.Node) for a in n.args) and not n.kwargs]
-        site = pick(rng, sites)
-        return None if site is None else {"node": site.name}
+    def sites(self, variant):
+        return [n for n in call_nodes(variant) if n.target in _COMMUTATIVE and len(n.args) == 2
+                and all(isinstance(a, fx.Node) for a in n.args) and not n.kwargs]
 
     def apply(self, variant, params):
         rw = Rewrite(variant)

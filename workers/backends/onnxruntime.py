@@ -71,21 +71,14 @@ class OnnxRuntime(Backend):
     name = "onnxruntime"
     devices = ("cpu", "cuda")
     module = "onnxruntime"
+    packages = ("onnx", "onnxscript")
     input_device = "cpu"
     prepare_fn = staticmethod(prepare_onnxruntime)
 
     @classmethod
-    def unavailable_reason(cls, device):
-        why = super().unavailable_reason(device)
-        if why:
-            return why
-        import importlib.util
-
-        for mod in ("onnx", "onnxscript"):
-            if importlib.util.find_spec(mod) is None:
-                return f"python package {mod!r} is not installed (pip install {mod})"
+    def device_unavailable_reason(cls, device):
         import onnxruntime as ort
 
         if _PROVIDERS[device] not in ort.get_available_providers():
             return f"ONNX Runtime has no {_PROVIDERS[device]} here"
-        return device_unavailable_reason(device) if device != "cpu" else None
+        return device_unavailable_reason(device)
