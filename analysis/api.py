@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
+from core.strict_yaml import YamlError, load
 
 from . import clusters as _clusters
 from . import portability as _port
@@ -40,20 +40,29 @@ class Run:
         if not self.store.files():
             raise ResultsError(f"{path}: holds no records (is it a gapfuzz run folder?)")
         self.campaign = self._campaign()
-        backends = self.campaign.get("backends") or {}
+        backends = self.campaign.get("backends")
+        backends = backends if isinstance(backends, dict) else {}
         self.name = self.campaign.get("name") or self.path.name
-        self.reference = backends.get("reference") or "eager@cpu"
-        self.oracle = backends.get("oracle") or "eager-fp64@cpu"
-        self.sweep = (self.campaign.get("compare") or {}).get("sweep")
+        self.reference = _entry_name(backends.get("reference"), "eager@cpu")
+        self.oracle = _entry_name(backends.get("oracle"), "eager-fp64@cpu")
+        compare = self.campaign.get("compare")
+        self.sweep = compare.get("sweep") if isinstance(compare, dict) else None
         self._frame = pd.DataFrame()
         self._support: dict = {}
 
     def _campaign(self) -> dict:
         f = self.path / "campaign.yaml"
+        if not f.exists():
+            return {}
         try:
-            return (yaml.safe_load(f.read_text()) or {}) if f.exists() else {}
-        except yaml.YAMLError as e:
-            raise ResultsError(f"{f}: not a campaign file: {str(e).splitlines()[0]}") from None
+            given = load(f.read_bytes(), str(f))
+        except YamlError as e:
+            raise ResultsError(str(e)) from None
+        except OSError as e:
+            raise ResultsError(f"{f}: cannot read: {e.strerror or e}") from None
+        if not isinstance(given, dict):
+            raise ResultsError(f"{f}: not a campaign file: a mapping of keys is expected")
+        return given
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, records={len(self)}, reference={self.reference!r})"
@@ -151,6 +160,19 @@ class Run:
 
     def divergence(self, by: str | None = None) -> pd.DataFrame:
         return _port.divergence(self._tables(), self.reference, by)
+
+
+def _entry_name(entry, default: str) -> str:
+    """The record name of a campaign's backend entry: ``stack@device``, or ``label@device`` for the
+    dict form (``{backend: eager@cpu, label: ref}``); a plug-in class without a label keeps the default."""
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, dict):
+        stack, _, device = str(entry.get("backend") or "").partition("@")
+        stack, device = entry.get("label") or stack, entry.get("device") or device or "cpu"
+        if stack:
+            return f"{stack}@{device}"
+    return default
 
 
 def load_run(path: str | Path) -> Run:

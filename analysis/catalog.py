@@ -71,12 +71,22 @@ class Catalog:
         return sorted(self.dir.glob("rows/*.parquet"))
 
     def read(self) -> pa.Table:
+        """One row per seed (the first written, should an older campaign have written one twice)."""
+        import numpy as np
         import pyarrow.dataset as ds
+
+        from .store import ResultsError
 
         files = self.files()
         if not files:
             return catalog_schema().empty_table()
-        return ds.dataset([str(f) for f in files], schema=catalog_schema()).to_table()
+        try:
+            table = ds.dataset([str(f) for f in files], schema=catalog_schema()).to_table()
+        except (pa.ArrowException, OSError) as e:
+            raise ResultsError(f"{self.dir}: cannot read the seed catalog: {' '.join(str(e).split())[:300]}") \
+                from None
+        _, first = np.unique(np.asarray(table.column("seed_id").to_pylist(), dtype=object), return_index=True)
+        return table if len(first) == table.num_rows else table.take(np.sort(first))
 
     def done(self) -> set[str]:
         return set(self.read().column("seed_id").to_pylist())

@@ -49,6 +49,7 @@ class RecordStore:
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.records_dir = self.run_dir / "records"
+        self._checked: set[Path] = set()
 
     def write(self, records: list[RunRecord]) -> list[Path]:
         """One file per backend among ``records``; each file appears whole or not at all."""
@@ -76,7 +77,22 @@ class RecordStore:
         files = self.files()
         if not files:
             return None
+        for f in files:
+            self._check(f)
         return ds.dataset([str(f) for f in files], format="parquet", schema=arrow_schema())
+
+    def _check(self, path: Path) -> None:
+        """A file under records/ must be a gapfuzz record file (checked once per file, from its footer)."""
+        if path in self._checked:
+            return
+        try:
+            meta = pq.read_schema(path).metadata or {}
+        except (pa.ArrowException, OSError) as e:
+            raise ResultsError(f"{path}: not a readable Parquet file: {' '.join(str(e).split())[:200]}") from None
+        if b"gapfuzz_schema_version" not in meta:
+            raise ResultsError(f"{path}: not a gapfuzz record file (its schema has no gapfuzz_schema_version); "
+                               f"move it out of {self.records_dir}")
+        self._checked.add(path)
 
     def read(self, columns: list[str] | None = None, filter=None) -> pa.Table:
         d = self.dataset()
@@ -85,8 +101,9 @@ class RecordStore:
                 pa.schema([arrow_schema().field(c) for c in columns]).empty_table()
         try:
             return d.to_table(columns=columns, filter=filter)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise ResultsError(f"{self.records_dir}: cannot read records: {e}") from None
+        except (pa.ArrowException, OSError) as e:
+            raise ResultsError(f"{self.records_dir}: cannot read records: {' '.join(str(e).split())[:300]}") \
+                from None
 
     def done_keys(self) -> set[tuple[str, str]]:
         t = self.read(["variant_id", "backend"])
@@ -94,29 +111,11 @@ class RecordStore:
 
     def count(self) -> int:
         d = self.dataset()
-        return 0 if d is None else d.count_rows()
-
-
-class RecordBuffer:
-    """Collects records and flushes them every ``max_records`` or ``max_age_s``."""
-
-    def __init__(self, store: RecordStore, max_records: int = 200, max_age_s: float = 20.0):
-        self.store, self.max_records, self.max_age_s = store, max_records, max_age_s
-        self.pending: list[RunRecord] = []
-        self.last = time.monotonic()
-        self.written = 0
-
-    def add(self, records: list[RunRecord]) -> None:
-        self.pending.extend(records)
-        if len(self.pending) >= self.max_records or time.monotonic() - self.last > self.max_age_s:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.store.write(self.pending)
-            self.written += len(self.pending)
-            self.pending = []
-        self.last = time.monotonic()
+        try:
+            return 0 if d is None else d.count_rows()
+        except (pa.ArrowException, OSError) as e:
+            raise ResultsError(f"{self.records_dir}: cannot read records: {' '.join(str(e).split())[:300]}") \
+                from None
 
 
 def check_version(table: pa.Table) -> None:

@@ -9,9 +9,9 @@ re-traces and renames) and the input of the graph hash.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,16 +39,35 @@ def target_name(target) -> str:
     raise IRError(f"cannot name call target {target!r}")
 
 
+# What a graph's JSON may name: operators of these torch.ops namespaces, and a few pure functions of
+# Python's ``operator`` module (``getitem`` of multi-output ops, arithmetic on sizes). A graph read
+# from a cache or a message is data: nothing else is resolved, so no file can make gapfuzz call an
+# arbitrary function.
+OP_NAMESPACES = ("aten", "prims", "torchvision")
+OPERATOR_FUNCTIONS = ("getitem", "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs",
+                      "eq", "ne", "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "invert")
+
+
 def resolve_target(name: str):
     if name.startswith("py:"):
-        _, module, qual = name.split(":", 2)
-        obj = importlib.import_module(module)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-        return obj
-    ns, rest = name.split(".", 1)
-    packet, overload = rest.rsplit(".", 1)
-    return getattr(getattr(getattr(torch.ops, ns), packet), overload)
+        _, module, qual = (name.split(":", 2) + ["", ""])[:3]
+        fn = getattr(operator, qual, None) if module == "_operator" and qual in OPERATOR_FUNCTIONS else None
+        if fn is None:
+            raise IRError(f"graph target {name!r} is not allowed: a graph may call only operators of "
+                          f"{', '.join(OP_NAMESPACES)} and a few of Python's operator functions")
+        return fn
+    ns, _, rest = name.partition(".")
+    packet, _, overload = rest.rpartition(".")
+    if ns not in OP_NAMESPACES or not packet or not overload:
+        raise IRError(f"graph target {name!r} is not allowed: a graph may call only operators of "
+                      f"{', '.join(OP_NAMESPACES)} and a few of Python's operator functions")
+    try:
+        op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
+    except (AttributeError, RuntimeError):
+        raise IRError(f"graph target {name!r}: no such operator in this torch") from None
+    if not isinstance(op, torch._ops.OpOverload):
+        raise IRError(f"graph target {name!r} is not an operator overload")
+    return op
 
 
 _ENUMS = {"dtype": torch.dtype, "mf": torch.memory_format, "layout": torch.layout}

@@ -22,6 +22,19 @@ T = TypeVar("T")
 _plugins_imported = False
 
 
+class PluginError(LookupError):
+    """A plug-in module that cannot be imported (bad input: one clear line)."""
+
+
+def import_module(name: str, what: str):
+    """``importlib.import_module``, with anything the module raises as one ``PluginError`` line."""
+    try:
+        return importlib.import_module(name)
+    except Exception as e:  # noqa: BLE001 - a plug-in's own failure: SyntaxError, ImportError, anything
+        detail = " ".join(str(e).split())[:300]
+        raise PluginError(f"{what}: module {name!r} cannot be imported: {type(e).__name__}: {detail}") from None
+
+
 def import_plugins() -> None:
     """Import the modules named in GAPFUZZ_PLUGINS once per process."""
     global _plugins_imported
@@ -29,7 +42,7 @@ def import_plugins() -> None:
         return
     _plugins_imported = True
     for name in filter(None, (m.strip() for m in os.environ.get("GAPFUZZ_PLUGINS", "").split(","))):
-        importlib.import_module(name)
+        import_module(name, "GAPFUZZ_PLUGINS")
 
 
 def did_you_mean(name: str, known: list[str]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,14 +16,15 @@ import jsonschema
 import yaml
 
 from core.registry import did_you_mean
-from workers.compare import Settings
+from core.strict_yaml import YamlError, load, non_finite
+from workers.compare import DEFAULT_TOLERANCES, Settings
 from workers.pool import PoolSettings
 from workers.registry import BackendError, BackendSpec, parse_backend
 
 from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection,
                        VariantSettings)
 
-from .campaign_schema import DEFAULTS, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
+from .campaign_schema import DEFAULTS, NAME_PATTERN, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
 
 
 class CampaignError(ValueError):
@@ -72,23 +74,39 @@ def first_difference(a, b, where: str = "") -> str | None:
     return None if a == b else (where or "(the whole file)")
 
 
+def plugin_classes(given: dict) -> list[str]:
+    """The ``class:`` paths a campaign's backend entries name (read as data, nothing imported)."""
+    b = given.get("backends") if isinstance(given, dict) else None
+    b = b if isinstance(b, dict) else {}
+    entries = [b.get("reference"), b.get("oracle"), *(b.get("targets") or [] if isinstance(b.get("targets"), list)
+                                                       else [])]
+    return [str(e["class"]) for e in entries if isinstance(e, dict) and "class" in e]
+
+
 def _as_list(v) -> list:
     return [v] if isinstance(v, str) else list(v or [])
 
 
 def backend_spec(entry, source: str, where: str) -> BackendSpec:
+    """A campaign's backend entry as a checked spec, options included (an unknown option of a
+    built-in stack is a typo)."""
     try:
         if isinstance(entry, str):
-            return parse_backend(entry)
-        if "class" in entry:
-            device = entry.get("device", "cpu")
-            return parse_backend(f"x@{device}", entry.get("options"), entry.get("label"), entry["class"],
+            spec = parse_backend(entry)
+        elif "class" in entry:
+            spec = parse_backend(f"x@{entry.get('device', 'cpu')}", entry.get("options"), entry.get("label"),
+                                 entry["class"], entry.get("timeout_s"))
+        elif "backend" in entry:
+            spec = parse_backend(entry["backend"], entry.get("options"), entry.get("label"), None,
                                  entry.get("timeout_s"))
-        if "backend" not in entry:
+        else:
             raise BackendError("a backend entry needs 'backend: stack@device' or 'class: module:Class'")
-        return parse_backend(entry["backend"], entry.get("options"), entry.get("label"), None, entry.get("timeout_s"))
     except BackendError as e:
         raise CampaignError(f"{source}: {where}: {e}") from None
+    problem = spec.backend_cls().check_options(spec.options)
+    if problem:
+        raise CampaignError(f"{source}: {where}.options: {problem}")
+    return spec
 
 
 @dataclass
@@ -132,26 +150,43 @@ def load_campaign(path: str | Path | None = None, overrides: dict | None = None)
     """Read and check a campaign file (the embedded default when ``path`` is None)."""
     p = Path(path) if path is not None else default_campaign_path()
     source = str(path) if path is not None else "default campaign"
+    return from_dict(_merge(read_campaign_file(p, source), overrides or {}), source, p.stem)
+
+
+def read_campaign_file(path: Path, source: str | None = None) -> dict:
+    """The mapping a campaign file holds, read strictly (``core.strict_yaml``); one line on any problem."""
+    source = source or str(path)
     try:
-        text = p.read_text()
+        data = Path(path).read_bytes()
     except OSError as e:
-        raise CampaignError(f"{p}: cannot read campaign file: {e.strerror}") from None
+        raise CampaignError(f"{path}: cannot read campaign file: {e.strerror or e}") from None
     try:
-        given = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise CampaignError(f"{source}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+        given = load(data, source)
+    except YamlError as e:
+        raise CampaignError(str(e)) from None
+    given = {} if given is None else given
     if not isinstance(given, dict):
         raise CampaignError(f"{source}: a campaign file is a mapping of keys, got {type(given).__name__}")
-    return from_dict(_merge(given, overrides or {}), source, p.stem)
+    return given
 
 
 def from_dict(given: dict, source: str = "campaign", default_name: str = "campaign") -> Campaign:
+    return _resolve(fill(given, source, default_name), source)
+
+
+def fill(given: dict, source: str = "campaign", default_name: str = "campaign") -> dict:
+    """The campaign checked against the schema, every default filled in; names are not resolved, so
+    nothing is imported (a stored campaign is compared this way on --resume)."""
     errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(given), key=lambda e: e.path)
     if errors:
         raise CampaignError(_schema_error(source, jsonschema.exceptions.best_match(errors)))
+    bad = non_finite(given)
+    if bad:
+        raise CampaignError(f"{source}: {bad}: a finite number is needed here, not NaN or infinity")
     config = _merge(dict(DEFAULTS, name=default_name), given)
+    if not re.fullmatch(NAME_PATTERN, config["name"]):
+        raise CampaignError(f"{source}: name: {config['name']!r} (from the file name) cannot name a run folder; "
+                            f"give a 'name' of letters, digits and . _ + -")
     config["seeds"] = [dict(SELECTION_DEFAULTS, **s) for s in config.get("seeds") or []]
     if not config["seeds"]:
         raise CampaignError(f"{source}: seeds: at least one seed selection is needed")
@@ -159,7 +194,11 @@ def from_dict(given: dict, source: str = "campaign", default_name: str = "campai
         config["variants"][key] = _as_list(config["variants"][key])
     for s in config["seeds"]:
         s["include"], s["exclude"] = _as_list(s["include"]), _as_list(s["exclude"])
-    return _resolve(config, source)
+    unknown = sorted(set(config["compare"]["tolerances"]) - set(DEFAULT_TOLERANCES))
+    if unknown:
+        raise CampaignError(f"{source}: compare.tolerances: unknown dtype {unknown[0]!r}"
+                            f"{did_you_mean(unknown[0], list(DEFAULT_TOLERANCES))}")
+    return config
 
 
 def _resolve(config: dict, source: str) -> Campaign:

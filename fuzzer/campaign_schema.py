@@ -1,6 +1,8 @@
 """The campaign file's JSON Schema and its defaults (docs: README, campaigns/*.yaml)."""
 from __future__ import annotations
 
+# Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
 _POS_INT = {"type": "integer", "minimum": 1}
@@ -10,7 +12,7 @@ _BACKEND = {"oneOf": [
     {"type": "string"},
     {"type": "object", "additionalProperties": False,
      "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
-                    "label": {"type": "string"}, "options": {"type": "object"},
+                    "label": {"type": "string", "pattern": NAME_PATTERN}, "options": {"type": "object"},
                     "timeout_s": {"type": "number", "exclusiveMinimum": 0}}},
 ]}
 
@@ -36,7 +38,7 @@ _POOL = {
 SCHEMA = {
     "type": "object", "additionalProperties": False,
     "properties": {
-        "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+        "name": {"type": "string", "pattern": NAME_PATTERN},
         "description": {"type": "string"},
         "seed": {"type": "integer", "minimum": 0},
         "output": {"type": "string"},

@@ -26,43 +26,44 @@ def _records(run_dir: str):
 
 
 def cmd_run(args) -> int:
-    import yaml
-
     from analysis.triage import render_summary
     from core.bugs import Status, Verdict
 
-    from .campaign import CampaignError, first_difference, from_dict, load_campaign
+    from .campaign import load_campaign
+    from .driver import Driver
+    from .launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
     from .plan import select_seeds
 
     campaign = load_campaign(args.campaign)
     seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
     run_dir = Path(args.out) if args.out else Path(campaign.output) / campaign.name
-    resolved = campaign.to_yaml()
-    stored = run_dir / "campaign.yaml"
-    if stored.exists():
-        if not args.resume:
-            raise UserError(f"{run_dir} already holds a campaign: add --resume to continue it, "
-                            f"or --out DIR to write elsewhere")
-        # resolved again, so that keys added to gapfuzz since the run began take their defaults
-        key = first_difference(from_dict(yaml.safe_load(stored.read_text()), str(stored)).config, campaign.config)
-        if key:
-            raise CampaignError(f"{campaign.source}: {key} differs from the campaign in {stored}; "
-                                f"resume with that file or use --out DIR")
-    from .driver import Driver
-
+    address = args.address or campaign.address
     driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
-    if not (args.address or campaign.address):
-        driver.check_available()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = stored.with_suffix(".yaml.tmp")
-    tmp.write_text(resolved)
-    tmp.replace(stored)
+    try:
+        check_run_dir(run_dir, campaign, args.resume)
+        check_cache(campaign)
+        check_address(address)
+        if not address:
+            driver.check_available()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stored = run_dir / "campaign.yaml"
+        tmp = stored.with_suffix(".yaml.tmp")
+        tmp.write_text(campaign.to_yaml())
+        tmp.replace(stored)
+    except (LaunchError, OSError) as e:
+        raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
+            from None
     try:
         driver.run(seed_ids)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: records so far are kept in {run_dir}; "
-              f"continue with: gapfuzz run {args.campaign or ''} --resume".replace("  ", " "), file=sys.stderr)
+        print(f"\ninterrupted: records so far are kept in {run_dir}; continue with: "
+              f"{resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
         return 130
+    except ConnectionError as e:  # Ray found no cluster where it was told to look
+        raise UserError(f"--address {address}: {' '.join(str(e).split())[:200]}") from None
+    except OSError as e:  # the run folder's disk: what was written before stays
+        raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
+                        f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None
     df = _records(str(run_dir))
     print(render_summary(df))
     counts = df["status"].value_counts()
@@ -123,7 +124,8 @@ def cmd_repro(args) -> int:
 
     _run(args.run_dir)  # a bad folder is one clear line before anything is built
     try:
-        r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries)
+        r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries,
+                              allow_plugins=args.allow_plugins)
     except (ResultsError, ReproError) as e:
         raise UserError(str(e)) from None
     if r.status == "not-reproduced" and not r.nodes_after:
@@ -180,9 +182,17 @@ def cmd_seeds(args) -> int:
 def cmd_seeds_scan(args) -> int:
     from analysis.seed_report import render_scan_summary
 
+    from .launch import LaunchError, check_address
     from .scan import pick, scan
 
     ids = pick(_seed_ids(args), args.sample, args.seed)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder; give --out a folder")
+    try:
+        check_address(args.address)
+    except LaunchError as e:
+        raise UserError(str(e)) from None
     catalog = scan(ids, args.out, workers=args.workers, timeout_s=args.timeout, max_params=args.max_params,
                    memory_gb=args.memory_gb, address=args.address, progress=not args.quiet)
     df = catalog.read().to_pandas()
@@ -246,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--out", help="folder (default: RUN_DIR/repros/<cluster id>)")
     x.add_argument("--max-calls", type=int, default=300, help="budget of checks while shrinking")
     x.add_argument("--tries", type=int, default=3, help="fresh runs of repro.py before it is declared final")
+    x.add_argument("--allow-plugins", action="store_true",
+                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
     x.set_defaults(fn=cmd_repro)
 
     m = sub.add_parser("mutators", help="list mutation operators")
@@ -260,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="gapfuzz: %(message)s")
     args = build_parser().parse_args(argv)
     from analysis.store import ResultsError
+    from core.registry import PluginError
     from seeds import SeedError
     from workers.registry import BackendError
 
@@ -268,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.fn(args)
-    except (UserError, CampaignError, ResultsError, SeedError, BackendError, MutatorError) as e:
+    except (UserError, CampaignError, ResultsError, SeedError, BackendError, MutatorError, PluginError) as e:
         print(f"gapfuzz: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -18,13 +18,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
 
 from core.bugs import Status, Verdict, bug_key
 from core.templates import template
 from workers.messages import JudgeSettings
 
-from .campaign import from_dict
+from .campaign import from_dict, plugin_classes, read_campaign_file
 from .generate import replay
 from .recipe import Recipe
 from .repro_code import reproducer, save_inputs
@@ -86,13 +85,20 @@ def verify(folder: Path, tries: int = 3, timeout: float = 600, block_gapfuzz: bo
     return failures, last
 
 
-def _campaign(run_dir: Path):
+def _campaign(run_dir: Path, allow_plugins: bool):
+    """The run folder's campaign. A plug-in class it names is imported only when the user allows it:
+    a run folder from someone else is data."""
     path = run_dir / "campaign.yaml"
-    return from_dict(yaml.safe_load(path.read_text()), str(path))
+    given = read_campaign_file(path)
+    classes = plugin_classes(given)
+    if classes and not allow_plugins:
+        raise ReproError(f"{path}: names the plug-in backend class {classes[0]!r}; gapfuzz imports a run "
+                         f"folder's plug-ins only with --allow-plugins")
+    return from_dict(given, str(path))
 
 
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
-              tries: int = 3) -> ReproResult:
+              tries: int = 3, allow_plugins: bool = False) -> ReproResult:
     t0 = time.perf_counter()
     run_dir, out = Path(run_dir), Path(out_dir)
     key = bug_key(record)
@@ -101,7 +107,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     if record.get("verdict") == Verdict.AMPLIFIED:
         raise ReproError(f"{record['variant_id']} on {record['backend']} is amplified rounding (a discontinuous op "
                          f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
-    c = _campaign(run_dir)
+    c = _campaign(run_dir, allow_plugins)
     target = next(s for s in c.backends.all() if s.name == record["backend"])
     recipe = Recipe.from_json(record["recipe"])
     variant = replay(recipe, c.capture.max_params)
@@ -170,7 +176,8 @@ def _title(record: dict, backend: str, v) -> str:
     return f"{backend}: {record['status']} at {record.get('stage')} ({what}: {template(record.get('message'))[:80]})"
 
 
-def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3) -> ReproResult:
+def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3,
+                      allow_plugins: bool = False) -> ReproResult:
     """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
     from analysis.api import load_run
 
@@ -180,7 +187,8 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
     row = clusters[clusters["cluster"].str.startswith(cluster_id)].iloc[0].to_dict()
     record = {k: (None if _missing(v) else v) for k, v in records.iloc[0].to_dict().items()}
     out = Path(out_dir) if out_dir else Path(run_dir) / "repros" / row["cluster"]
-    return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries)
+    return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
+                     allow_plugins=allow_plugins)
 
 
 def _missing(v) -> bool:

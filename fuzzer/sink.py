@@ -1,8 +1,10 @@
 """Where a campaign's results go: run records and seed catalog rows, written as whole files.
 
-Records are buffered and flushed every ``run.flush_every`` records or ten seconds, catalog rows
-every twenty seeds, and both at the end (or when the campaign is stopped), so a killed campaign
-keeps everything up to its last flush and resumes from there.
+Both are buffered and flushed together, every ``run.flush_every`` records or ten seconds and at the
+end (or when the campaign is stopped), the catalog rows first: a seed's records are never on disk
+without its catalog row, so a killed campaign resumes from its last flush with nothing lost. A
+seed already in the catalog (built again on resume, for the variants it still owes) gets no
+second row.
 """
 from __future__ import annotations
 
@@ -11,37 +13,44 @@ from pathlib import Path
 
 from analysis.catalog import Catalog, CatalogRow
 from analysis.schema import RunRecord
-from analysis.store import RecordBuffer, RecordStore
+from analysis.store import RecordStore
 
 from .progress import Progress
 from .session import SessionStats
 
-CATALOG_EVERY = 20
+MAX_AGE_S = 10.0
 
 
 class RecordSink:
     def __init__(self, run_dir: Path, flush_every: int, progress: Progress, stats: SessionStats):
-        self.store = RecordStore(run_dir)
-        self.buffer = RecordBuffer(self.store, max_records=flush_every, max_age_s=10)
-        self.catalog, self.rows = Catalog(run_dir), []
-        self.progress, self.stats = progress, stats
+        self.store, self.catalog = RecordStore(run_dir), Catalog(run_dir)
+        self.flush_every, self.progress, self.stats = flush_every, progress, stats
+        self.records_pending: list[RunRecord] = []
+        self.rows_pending: list[CatalogRow] = []
+        self.cataloged = self.catalog.done()
+        self.flushed = time.monotonic()
+        self.written = 0
 
     def records(self, records: list[RunRecord]) -> None:
         for r in records:
             self.progress.status[r.status] += 1
-        t0 = time.perf_counter()
-        self.buffer.add(records)
-        self.stats["write_s"] += time.perf_counter() - t0
+        self.records_pending += records
+        if len(self.records_pending) >= self.flush_every or time.monotonic() - self.flushed > MAX_AGE_S:
+            self.flush()
 
     def catalog_row(self, row: CatalogRow) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= CATALOG_EVERY:
-            self._write_catalog()
-
-    def _write_catalog(self) -> None:
-        self.catalog.write(self.rows)
-        self.rows = []
+        if row.seed_id not in self.cataloged:
+            self.cataloged.add(row.seed_id)
+            self.rows_pending.append(row)
 
     def flush(self) -> None:
-        self.buffer.flush()
-        self._write_catalog()
+        t0 = time.perf_counter()
+        if self.rows_pending:
+            self.catalog.write(self.rows_pending)
+            self.rows_pending = []
+        if self.records_pending:
+            self.store.write(self.records_pending)
+            self.written += len(self.records_pending)
+            self.records_pending = []
+        self.flushed = time.monotonic()
+        self.stats["write_s"] += time.perf_counter() - t0

@@ -10,19 +10,22 @@ not cached; entries over ``MAX_ENTRY_BYTES`` are not written.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
+import logging
 import os
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
-from core.ir import Variant
+from core.ir import IRError, Variant
 
 from .capture import Captured, check_budget
-from .spec import cache_dir
+from .spec import SeedInfo, cache_dir
 
+log = logging.getLogger("gapfuzz.seeds")
 FORMAT = 1
 MAX_ENTRY_BYTES = 512 * 2**20
 _LIBRARIES = ("torch", "torchvision", "timm", "transformers")
@@ -53,16 +56,22 @@ class CaptureCache:
         """The seed's facts and capture, or None; raises CaptureError('budget') as a fresh capture would."""
         path = self.path(seed_id)
         try:
-            entry = torch.load(path, weights_only=True)
+            entry = torch.load(path, weights_only=True)  # tensors and plain data only: no code
         except Exception:  # noqa: BLE001 - absent, torn or foreign: a miss, and replaced
             return None
-        if entry.get("seed_id") != seed_id:
+        if not isinstance(entry, dict) or entry.get("seed_id") != seed_id:
             return None
-        check_budget(entry["params"], max_params, entry["info"])
-        params = set(entry["param_names"])
-        tensors = {n: (t, n in params) for n, t in entry["tensors"].items()}
-        variant = Variant.from_parts(entry["graph"], tensors, tuple(entry["inputs"]), entry["output_names"])
-        return entry["info"], Captured(variant, entry["params"], entry["capture_s"])
+        try:
+            params = set(entry["param_names"])
+            tensors = {n: (t, n in params) for n, t in entry["tensors"].items()}
+            variant = Variant.from_parts(entry["graph"], tensors, tuple(entry["inputs"]), entry["output_names"])
+            info, count, capture_s = dict(SeedInfo(**entry["info"]).to_dict()), int(entry["params"]), \
+                float(entry["capture_s"])
+        except (IRError, KeyError, TypeError, ValueError, AttributeError) as e:  # foreign or poisoned: replaced
+            log.warning("capture cache entry %s for %s is not usable (%s); capturing again", path, seed_id, e)
+            return None
+        check_budget(count, max_params, info)
+        return info, Captured(variant, count, capture_s)
 
     def put(self, seed_id: str, info: dict, cap: Captured) -> bool:
         v = cap.variant
@@ -75,12 +84,13 @@ class CaptureCache:
                  "tensors": {n: t.detach() for n, t in tensors.items()},
                  "param_names": sorted(dict(v.gm.named_parameters())), "inputs": list(v.inputs)}
         path = self.path(seed_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             torch.save(entry, tmp)
             os.replace(tmp, path)  # whole or absent: a reader never sees half a file
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        except OSError:  # a cache that cannot be written is only not used
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
             return False
         return True

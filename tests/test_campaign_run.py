@@ -66,31 +66,66 @@ def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_camp
     assert again.returncode == 2 and "--resume" in again.stderr
 
 
-def test_kill_minus_9_then_resume_records_each_pair_exactly_once(tmp_path, write_campaign):
-    path = write_campaign(CAMPAIGN)
-    run_dir = tmp_path / "run"
-    started = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(run_dir), "--quiet"],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+def _start(path: Path, run_dir: Path, *more: str) -> subprocess.Popen:
+    # SIGINT at its default, as from a terminal (a shell running the tests in the background ignores it)
+    return subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(run_dir), "--quiet",
+                             *more], cwd=path.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _written(run_dir: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in run_dir.glob("records/*/*.parquet")
+               if f.parent.name != ".tmp")  # files being written are not there yet
+
+
+def _stop_after(proc: subprocess.Popen, run_dir: Path, records: int, sig: int) -> str:
+    """Send ``sig`` once ``records`` records are on disk."""
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        if run_dir.joinpath("records").is_dir() and len(list(run_dir.glob("records/*/*.parquet"))) >= 2:
+        if _written(run_dir) >= records:
             break
-        time.sleep(0.2)
-    assert proc.poll() is None, "campaign finished before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    _stop_ray_session_of(started)
-    partial = len(_records(run_dir))
-    assert 0 < partial < VARIANTS * BACKENDS
-    assert list(run_dir.glob("stats/session-*.json")), "the killed session left no figures"
+        time.sleep(0.1)
+    assert proc.poll() is None, "campaign finished before it could be stopped"
+    os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    return err
 
+
+def _catalog(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "catalog" / "rows")
+
+
+def test_kill_minus_9_three_times_and_ctrl_c_then_resume_equal_a_clean_run(tmp_path, write_campaign):
+    """Stopped at three moments by SIGKILL and once by Ctrl-C, resumed each time: the records and the seed
+    catalog end equal to a clean run's, each (variant, backend) and each seed exactly once."""
+    path = write_campaign(CAMPAIGN)
+    clean = gapfuzz("run", path, "--out", tmp_path / "clean", "--quiet", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+    run_dir = tmp_path / "run"
+    for i, (records, sig) in enumerate([(3, signal.SIGKILL), (7, signal.SIGKILL), (11, signal.SIGKILL),
+                                        (14, signal.SIGINT)]):
+        started = time.time()
+        err = _stop_after(_start(path, run_dir, *(["--resume"] if i else [])), run_dir, records, sig)
+        if sig == signal.SIGKILL:
+            _stop_ray_session_of(started)
+        else:
+            assert f"continue with: gapfuzz run {path} --resume --out {run_dir}" in err, err
+        df = _records(run_dir)
+        assert 0 < len(df) < VARIANTS * BACKENDS and df.groupby(["variant_id", "backend"]).size().max() == 1
+        assert set(df["seed_id"]) <= set(_catalog(run_dir)["seed_id"])  # no record without its catalog row
+    assert list(run_dir.glob("stats/session-*.json")), "the stopped sessions left no figures"
     resumed = gapfuzz("run", path, "--out", run_dir, "--resume", "--quiet", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    df = _records(run_dir)
-    assert len(df) == VARIANTS * BACKENDS
-    assert df.groupby(["variant_id", "backend"]).size().max() == 1
+    same = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "scripts" / "same_records.py"),
+                           str(tmp_path / "clean"), str(run_dir)], capture_output=True, text=True)
+    assert same.returncode == 0 and "same records: 27 rows" in same.stdout, same.stdout
+    cat, want = _catalog(run_dir), _catalog(tmp_path / "clean")
+    assert sorted(cat["seed_id"]) == sorted(want["seed_id"]) and len(cat) == 3
+    cols = ["seed_id", "status", "node_count", "op_counts", "input_spec"]
+    assert cat[cols].sort_values("seed_id").reset_index(drop=True).equals(
+        want[cols].sort_values("seed_id").reset_index(drop=True))
 
 
 def test_tier_2_locates_a_case_once_per_seed(tmp_path, write_campaign):

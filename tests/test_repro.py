@@ -35,7 +35,7 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
               "symptom": "numeric", "verdict": "target-divergent", "first_div_op": "aten.gelu.default",
               "output_kind": "class_logits", "output_dtype": "float32", "tol_ratio": 4000.0, "graph_hash": v.graph_hash,
               "recipe": '{"mutations":[],"rng":0,"seed":"timm/test_vit"}'}
-    result = reproduce(run, record, tmp_path / "repro", max_calls=120)
+    result = reproduce(run, record, tmp_path / "repro", max_calls=120, allow_plugins=True)
     assert result.status == "reproducible", result
     assert result.nodes_before > 100 and result.nodes_after <= 3
     folder = tmp_path / "repro"

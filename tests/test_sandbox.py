@@ -96,13 +96,20 @@ def test_a_large_request_to_a_process_that_dies_leaves_no_file(sandbox):
     assert _spill_files() == before
 
 
-def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets():
-    from workers.executor import Executor
-    from core.ir import Variant
+def _linear_payload() -> dict:
+    """An ATen graph of one Linear layer, as a capture makes it."""
+    import torch
 
+    from seeds.capture import capture
+    from seeds.spec import BuiltSeed, SeedInfo
+
+    return capture(BuiltSeed(SeedInfo(id="test/linear", source="test"), torch.nn.Linear(4, 3),
+                             (torch.ones(2, 4),))).variant.to_payload()
+
+
+def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets():
     torch = pytest.importorskip("torch")
-    gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 3))
-    payload = Variant(gm, (torch.ones(2, 4),)).to_payload()
+    payload = _linear_payload()
     ex = Executor()
     ex.load("v", payload)
     eager = BackendSpec("eager", "cpu")
@@ -114,12 +121,10 @@ def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets(
 
 
 def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
-    from core.ir import Variant
     from workers.messages import JudgeSettings, RunRequest
     from workers.runner import run_variant
 
-    torch = pytest.importorskip("torch")
-    payload = Variant(torch.fx.symbolic_trace(torch.nn.Linear(4, 3)), (torch.ones(2, 4),)).to_payload()
+    payload = _linear_payload()
     sandbox.request(Executor.call, fault_helpers.as_built, (payload,), {}, keep_payloads=True)
     fetched = []
 

@@ -13,6 +13,7 @@ import importlib
 from contextlib import contextmanager
 
 from core.bugs import Stage
+from core.registry import did_you_mean
 
 DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
 
@@ -94,6 +95,21 @@ class Backend:
     @classmethod
     def available(cls, device: str) -> bool:
         return cls.unavailable_reason(device) is None
+
+    @classmethod
+    def known_options(cls) -> list[str] | None:
+        """The names of the options this stack takes; None when it takes any (a plug-in's own)."""
+        return None
+
+    @classmethod
+    def check_options(cls, options: dict) -> str | None:
+        """What is wrong with ``options`` for this stack (one line), None when nothing is."""
+        known = cls.known_options()
+        for key in options if known is not None else ():
+            if key not in known:
+                return f"{cls.name} has no option {key!r}" + (did_you_mean(key, known) if known else
+                                                             " (it takes none)")
+        return None
 
     @classmethod
     def version(cls) -> str:

@@ -6,11 +6,10 @@ with no change to gapfuzz. Every class is adapted to ``Backend`` once, as it is 
 """
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import asdict, dataclass, field
 
-from core.registry import Registry
+from core.registry import PluginError, Registry, import_module
 
 from .backend import DEVICES, Backend, adapt
 
@@ -33,10 +32,13 @@ def load_class(path: str) -> type[Backend]:
     if not module or not qual:
         raise BackendError(f"backend class {path!r} is not of the form module:Class")
     try:
-        obj = importlib.import_module(module)
+        obj = import_module(module, f"backend class {path!r} cannot be loaded")
+    except PluginError as e:
+        raise BackendError(str(e)) from None
+    try:
         for part in qual.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
+    except AttributeError as e:
         raise BackendError(f"backend class {path!r} cannot be loaded: {e}") from None
     for attr in ("name", "prepare"):
         if not getattr(obj, attr, None):

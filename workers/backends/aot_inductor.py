@@ -11,6 +11,7 @@ from core.bugs import Stage
 from ..backend import Backend, stage
 from ..registry import register_backend
 from .eager import to_device
+from .inductor import inductor_config_keys
 
 
 def prepare_aot_inductor(gm, example_inputs, device, options):
@@ -35,3 +36,7 @@ class AotInductor(Backend):
     name = "aot-inductor"
     devices = ("cpu", "cuda")
     prepare_fn = staticmethod(prepare_aot_inductor)
+
+    @classmethod
+    def known_options(cls):
+        return inductor_config_keys()

@@ -56,6 +56,10 @@ class Eager(Backend):
     leaves_variant_intact = True  # a functional graph run as written (or copied to the device)
     prepare_fn = staticmethod(prepare_eager)
 
+    @classmethod
+    def known_options(cls):
+        return []
+
 
 @register_backend
 class EagerFp64(Backend):
@@ -65,3 +69,4 @@ class EagerFp64(Backend):
     devices = ("cpu", "cuda")
     leaves_variant_intact = True  # widens copies of the weights, never the weights
     prepare_fn = staticmethod(prepare_eager_fp64)
+    known_options = Eager.known_options

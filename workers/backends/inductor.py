@@ -24,3 +24,14 @@ class Inductor(Backend):
     devices = ("cpu", "cuda", "xpu")
     compile_error_modules = ("torch._dynamo", "torch._inductor")  # compiles lazily, on the first call
     prepare_fn = staticmethod(prepare_inductor)
+
+    @classmethod
+    def known_options(cls):
+        return ["mode", *inductor_config_keys()]
+
+
+def inductor_config_keys() -> list[str]:
+    """Every Inductor config key (``freezing``, ``cpp.threads``, ...): what ``options`` may set."""
+    import torch._inductor.config as config
+
+    return sorted(config.get_config_copy())

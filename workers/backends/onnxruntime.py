@@ -76,6 +76,17 @@ class OnnxRuntime(Backend):
     prepare_fn = staticmethod(prepare_onnxruntime)
 
     @classmethod
+    def known_options(cls):
+        return ["opset", "optimize", "graph_optimization_level", "threads"]
+
+    @classmethod
+    def check_options(cls, options):
+        level = options.get("graph_optimization_level", "all")
+        if level not in _LEVELS:
+            return f"graph_optimization_level {level!r} is not one of {', '.join(_LEVELS)}"
+        return super().check_options(options)
+
+    @classmethod
     def device_unavailable_reason(cls, device):
         import onnxruntime as ort
 

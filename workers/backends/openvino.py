@@ -75,6 +75,16 @@ class OpenVino(Backend):
     prepare_fn = staticmethod(prepare_openvino)
 
     @classmethod
+    def known_options(cls):
+        """``threads`` and the CPU plugin's compile properties (an install without OpenVINO takes any)."""
+        try:
+            import openvino as ov
+
+            return ["threads", *sorted(ov.Core().get_property("CPU", "SUPPORTED_PROPERTIES"))]
+        except Exception:  # noqa: BLE001 - not installed here: the workers that run it will say
+            return None
+
+    @classmethod
     def device_unavailable_reason(cls, device):
         """OpenVINO's own plugins decide (its GPU plugin is not torch's xpu)."""
         import openvino as ov

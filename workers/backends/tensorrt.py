@@ -31,3 +31,7 @@ class TorchTensorRT(Backend):
     devices = ("cuda",)
     module = "torch_tensorrt"
     prepare_fn = staticmethod(prepare_tensorrt)
+
+    @classmethod
+    def known_options(cls):
+        return ["precision", "min_block_size"]

@@ -1,0 +1,372 @@
+"""Hostile and malformed inputs: each ends in one line naming the file, key or id, exit status 2,
+no traceback, and nothing written. Grow this file with every bug of this kind.
+
+Most cases run the CLI in this process (fast); those that need another environment run it as a
+user would, in a fresh interpreter.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzzer.cli import main
+
+from .conftest import gapfuzz
+
+SEEDS = "seeds: [{source: timm, include: [test_resnet]}]\n"
+OK = "name: h\n" + SEEDS + "backends: {targets: [inductor@cpu]}\n"
+
+
+def campaign(*lines: str, name: str = "h", seeds: str = SEEDS, targets: str = "[inductor@cpu]") -> str:
+    """A campaign file's text: the lines given, then what is missing of name, seeds and targets."""
+    text = "".join(f"{ln}\n" for ln in lines)
+    if "name:" not in text and name:
+        text = f"name: {name}\n" + text
+    if "seeds:" not in text:
+        text += seeds
+    if "backends:" not in text:
+        text += f"backends: {{targets: {targets}}}\n"
+    return text
+
+
+# id: (files to create, argv with {d} for the folder, what the one line must say)
+CASES = {
+    # --- the campaign file as a file
+    "missing-file": ({}, ["run", "{d}/nope.yaml", "--out", "{d}/run"], "nope.yaml: cannot read campaign file"),
+    "a-folder": ({"dir.yaml/x": ""}, ["run", "{d}/dir.yaml", "--out", "{d}/run"], "dir.yaml: cannot read"),
+    "binary": ({"c.yaml": b"\x89PNG\r\n\x1a\n\0\0\0"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "not a text file"),
+    "not-utf8": ({"c.yaml": b"name: caf\xe9\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "not UTF-8"),
+    "yaml-syntax": ({"c.yaml": "seeds: [\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "not valid YAML at line"),
+    "a-list": ({"c.yaml": "- a\n- b\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "a mapping of keys, got list"),
+    "duplicate-key": ({"c.yaml": campaign("name: h", "name: other")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                      "the key 'name' is given twice"),
+    "duplicate-nested-key": ({"c.yaml": campaign("variants: {per_seed: 2, per_seed: 3}")},
+                             ["run", "{d}/c.yaml", "--out", "{d}/run"], "the key 'per_seed' is given twice"),
+    # --- keys and values
+    "unknown-key": ({"c.yaml": campaign("sedes: []")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                    "unknown key 'sedes' at the top level (did you mean 'seeds'?)"),
+    "unknown-nested-key": ({"c.yaml": campaign("pools: {cpu: {wokers: 2}}")},
+                           ["run", "{d}/c.yaml", "--out", "{d}/run"], "unknown key 'wokers' at pools.cpu"),
+    "wrong-type": ({"c.yaml": campaign("variants: {per_seed: three}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                   "variants.per_seed"),
+    "zero-variants": ({"c.yaml": campaign("variants: {per_seed: 0}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                      "variants.per_seed"),
+    "nan-timeout": ({"c.yaml": campaign("run: {timeout_s: .nan}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                    "run.timeout_s: a finite number"),
+    "inf-timeout": ({"c.yaml": campaign("capture: {timeout_s: .inf}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                    "capture.timeout_s: a finite number"),
+    "nan-multiplier": ({"c.yaml": campaign("compare: {multiplier: .nan}")},
+                       ["run", "{d}/c.yaml", "--out", "{d}/run"], "compare.multiplier: a finite number"),
+    "inf-tolerance": ({"c.yaml": campaign("compare: {tolerances: {float32: [.inf, 1e-5]}}")},
+                      ["run", "{d}/c.yaml", "--out", "{d}/run"], "compare.tolerances.float32[0]: a finite number"),
+    "tolerance-dtype-typo": ({"c.yaml": campaign("compare: {tolerances: {flaot32: [1e-5, 1e-5]}}")},
+                             ["run", "{d}/c.yaml", "--out", "{d}/run"], "unknown dtype 'flaot32' (did you mean "
+                                                                        "'float32'?)"),
+    "inductor-option-typo": ({"c.yaml": campaign(targets="[{backend: inductor@cpu, options: {freezng: true}}]")},
+                             ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                             "backends.targets[0].options: inductor has no option 'freezng' (did you mean "
+                             "'freezing'?)"),
+    "onnxruntime-option-typo": ({"c.yaml": campaign(targets="[{backend: onnxruntime@cpu, options: {opst: 18}}]")},
+                                ["run", "{d}/c.yaml", "--out", "{d}/run"], "did you mean 'opset'"),
+    "onnxruntime-level": ({"c.yaml": campaign(
+        targets="[{backend: onnxruntime@cpu, options: {graph_optimization_level: max}}]")},
+        ["run", "{d}/c.yaml", "--out", "{d}/run"], "graph_optimization_level 'max' is not one of"),
+    "eager-takes-no-option": ({"c.yaml": campaign(targets="[{backend: eager@cpu, label: e, options: {x: 1}}]")},
+                              ["run", "{d}/c.yaml", "--out", "{d}/run"], "eager has no option 'x' (it takes none)"),
+    "hidden-label": ({"c.yaml": campaign(targets="[{backend: eager@cpu, label: .hidden}]")},
+                     ["run", "{d}/c.yaml", "--out", "{d}/run"], "backends.targets[0].label"),
+    "path-label": ({"c.yaml": campaign(targets="[{backend: eager@cpu, label: a/b}]")},
+                   ["run", "{d}/c.yaml", "--out", "{d}/run"], "backends.targets[0].label"),
+    "duplicate-label": ({"c.yaml": campaign(targets="[inductor@cpu, inductor@cpu]")},
+                        ["run", "{d}/c.yaml", "--out", "{d}/run"], "inductor@cpu is named twice"),
+    "name-from-bad-stem": ({"bad name.yaml": campaign(name="")}, ["run", "{d}/bad name.yaml", "--out", "{d}/run"],
+                           "'bad name' (from the file name) cannot name a run folder"),
+    "path-name": ({"c.yaml": campaign(name="../up")}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "name"),
+    "unknown-source": ({"c.yaml": campaign(seeds="seeds: [{source: timmm}]\n")},
+                       ["run", "{d}/c.yaml", "--out", "{d}/run"], "unknown seed source 'timmm' (did you mean 'timm'?)"),
+    "no-seed-selection": ({"c.yaml": campaign(seeds="seeds: []\n")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                          "seeds"),
+    "selection-matches-nothing": ({"c.yaml": campaign(seeds="seeds: [{source: timm, include: 'nothing*'}]\n")},
+                                  ["run", "{d}/c.yaml", "--out", "{d}/run"], "no timm seed matches"),
+    "unknown-stack": ({"c.yaml": campaign(targets="[inductr@cpu]")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                      "unknown backend stack 'inductr' (did you mean 'inductor'?)"),
+    "unknown-device": ({"c.yaml": campaign(targets="[inductor@gpu]")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                       "unknown device 'gpu'"),
+    "no-device": ({"c.yaml": campaign(targets="[inductor]")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                  "not of the form stack@device"),
+    "no-targets": ({"c.yaml": campaign(targets="[]")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                   "name at least one target backend"),
+    "oracle-elsewhere": ({"c.yaml": campaign("backends: {oracle: eager-fp64@cuda, targets: [inductor@cpu]}")},
+                         ["run", "{d}/c.yaml", "--out", "{d}/run"], "the oracle must run on the reference's device"),
+    "unknown-mutator": ({"c.yaml": campaign("variants: {mutators: [no_such_mutator]}")},
+                        ["run", "{d}/c.yaml", "--out", "{d}/run"], "no mutator matches 'no_such_mutator'"),
+    "class-not-found": ({"c.yaml": campaign(targets="[{class: 'no.such.module:Backend'}]")},
+                        ["run", "{d}/c.yaml", "--out", "{d}/run"], "cannot be loaded"),
+    "class-raises-on-import": ({"c.yaml": campaign(targets="[{class: 'hostile_raises:B'}]"),
+                                "hostile_raises.py": "raise RuntimeError('plug-in broke')\n"},
+                               ["run", "{d}/c.yaml", "--out", "{d}/run"], "RuntimeError: plug-in broke"),
+    "class-syntax-error": ({"c.yaml": campaign(targets="[{class: 'hostile_syntax:B'}]"),
+                            "hostile_syntax.py": "def f(:\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                           "SyntaxError"),
+    "class-missing": ({"c.yaml": campaign(targets="[{class: 'hostile_empty:Nope'}]"), "hostile_empty.py": ""},
+                      ["run", "{d}/c.yaml", "--out", "{d}/run"], "'hostile_empty:Nope' cannot be loaded"),
+    # --- the run folder and flags
+    "out-is-a-file": ({"c.yaml": OK, "run": "a file"}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                      "exists and is not a folder"),
+    "out-not-writable": ({"c.yaml": OK}, ["run", "{d}/c.yaml", "--out", "/proc/gapfuzz-run"], "/proc/gapfuzz-run"),
+    "resume-nothing": ({"c.yaml": OK}, ["run", "{d}/c.yaml", "--out", "{d}/run", "--resume"],
+                       "holds no campaign to resume"),
+    "resume-malformed-stored": ({"c.yaml": OK, "run/campaign.yaml": "seeds: [\n"},
+                                ["run", "{d}/c.yaml", "--out", "{d}/run", "--resume"],
+                                "run/campaign.yaml: not valid YAML at line"),
+    "stored-without-resume": ({"c.yaml": OK, "run/campaign.yaml": OK}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                              "already holds a campaign: add --resume"),
+    "bad-address": ({"c.yaml": OK}, ["run", "{d}/c.yaml", "--out", "{d}/run", "--address", "not-an-address"],
+                    "--address 'not-an-address': expected host:port"),
+    "unreachable-address": ({"c.yaml": OK}, ["run", "{d}/c.yaml", "--out", "{d}/run", "--address", "127.0.0.1:1"],
+                            "--address 127.0.0.1:1: no Ray cluster answers there"),
+    # --- reading run folders
+    "triage-missing": ({}, ["triage", "{d}/nope"], "nope: no such run folder"),
+    "triage-empty": ({"run/campaign.yaml": OK}, ["triage", "{d}/run"], "holds no records"),
+    "triage-foreign-parquet": ({"run/records/x/part-1.parquet": "FOREIGN"}, ["triage", "{d}/run"],
+                               "not a gapfuzz record file"),
+    "triage-torn-parquet": ({"run/records/x/part-1.parquet": b"PAR1 not really"}, ["triage", "{d}/run"],
+                            "not a readable Parquet file"),
+    "triage-malformed-campaign": ({"run/records/x/part-1.parquet": "RECORDS", "run/campaign.yaml": "a: [\n"},
+                                  ["triage", "{d}/run"], "campaign.yaml: not valid YAML"),
+    "report-into-a-file": ({"run/records/x/part-1.parquet": "RECORDS", "f": "a file"},
+                           ["report", "{d}/run", "--out", "{d}/f/report.html"], "cannot write the report"),
+    "diff-missing": ({"run/records/x/part-1.parquet": "RECORDS"}, ["diff", "{d}/run", "{d}/nope"],
+                     "no such run folder"),
+    "repro-unknown-cluster": ({"run/records/x/part-1.parquet": "RECORDS"}, ["repro", "{d}/run", "c-nope"],
+                              "'c-nope': no such cluster"),
+    "repro-foreign-plugin": ({"run/records/x/part-1.parquet": "RECORDS",  # importing it would write a file
+                              "run/campaign.yaml": campaign(targets="[{class: 'hostile_marker:B'}]"),
+                              "hostile_marker.py": "open(__file__ + '.imported', 'w').close()\n"},
+                             ["repro", "{d}/run", "c-"], "only with --allow-plugins"),
+    "seeds-unknown-source": ({}, ["seeds", "list", "--source", "timmm"], "unknown seed source 'timmm'"),
+    "seeds-nothing-matches": ({}, ["seeds", "list", "--filter", "timm/nothing*"], "no seed matches"),
+    "scan-out-is-a-file": ({"f": "a file"}, ["seeds", "scan", "--filter", "timm/test_resnet", "--out", "{d}/f"],
+                           "exists and is not a folder"),
+}
+
+
+def _write_records(path: Path, text: str) -> None:
+    """A records file: one failed run (a cluster to ask for), or a Parquet file of someone else's schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.schema import RunRecord, arrow_schema
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if text == "FOREIGN":
+        pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), path)
+        return
+    rec = RunRecord(campaign="h", variant_id="timm/test_resnet#0", seed_id="timm/test_resnet", backend="b@cpu",
+                    stack="b", device="cpu", status="error", stage="compile", error_type="RuntimeError",
+                    message="no kernel", recipe='{"mutations":[],"rng":0,"seed":"timm/test_resnet"}')
+    pq.write_table(pa.Table.from_pylist([rec.to_row()], schema=arrow_schema()), path)
+
+
+def _setup(d: Path, files: dict) -> None:
+    for name, content in files.items():
+        p = d / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".parquet") and content in ("FOREIGN", "RECORDS"):
+            _write_records(p, content)
+        elif isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content)
+
+
+def _tree(d: Path) -> set:
+    return {(str(p.relative_to(d)), p.stat().st_size) for p in d.rglob("*") if p.is_file()} | \
+           {str(p.relative_to(d)) for p in d.rglob("*") if p.is_dir()}
+
+
+def in_process(argv: list[str]) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, monkeypatch):
+    files, argv, needle = CASES[case]
+    _setup(tmp_path, files)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the hostile plug-in modules
+    before = _tree(tmp_path)
+    t0 = time.monotonic()
+    code, err = in_process([a.replace("{d}", str(tmp_path)) for a in argv])
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("gapfuzz: ") and "Traceback" not in err, err
+    assert needle in lines[0], lines[0]
+    assert _tree(tmp_path) == before, "something was written"
+    assert time.monotonic() - t0 < 30
+
+
+def test_there_are_at_least_forty_cases():
+    assert len(CASES) >= 40
+
+
+def _env(**extra) -> dict:
+    return {**os.environ, **extra}
+
+
+@pytest.mark.parametrize("variable, value, needle", [
+    ("GAPFUZZ_PLUGINS", "no_such_plugin_module", "GAPFUZZ_PLUGINS: module 'no_such_plugin_module' cannot be imported"),
+    ("GAPFUZZ_PLUGINS", "hostile_syntax", "GAPFUZZ_PLUGINS: module 'hostile_syntax' cannot be imported: SyntaxError"),
+    ("GAPFUZZ_CACHE_DIR", "{d}/cachefile", "cachefile is a file, not a folder"),
+])
+def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, variable, value, needle):
+    (tmp_path / "c.yaml").write_text(OK)
+    (tmp_path / "cachefile").write_text("not a folder")
+    (tmp_path / "hostile_syntax.py").write_text("def f(:\n")
+    env = _env(**{variable: value.replace("{d}", str(tmp_path))},
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "run", str(tmp_path / "c.yaml"), "--out",
+                           str(tmp_path / "run")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_numbers_read_as_yaml_1_2_does(tmp_path):
+    from fuzzer.campaign import load_campaign
+
+    path = tmp_path / "c.yaml"
+    path.write_text(campaign("compare: {tolerances: {float32: [1e-5, 2E-6]}, multiplier: 3e0}"))
+    c = load_campaign(path)
+    assert c.compare.settings.tolerances["float32"] == (1e-5, 2e-6) and c.compare.settings.multiplier == 3.0
+
+
+def test_an_unreachable_cluster_fails_fast_as_a_user_would_see_it(tmp_path):
+    (tmp_path / "c.yaml").write_text(OK)
+    t0 = time.monotonic()
+    proc = gapfuzz("run", tmp_path / "c.yaml", "--out", tmp_path / "run", "--address", "127.0.0.1:1", cwd=tmp_path)
+    assert proc.returncode == 2 and "127.0.0.1:1" in proc.stderr and proc.stderr.count("\n") == 1
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------- a poisoned run folder runs no code
+MARKER_MODULE = "import pathlib\npathlib.Path(__file__).with_name('IMPORTED').touch()\nclass B:\n    name = 'b'\n"
+PAYLOAD = '"""\nimport pathlib; pathlib.Path("RAN").touch()\n"""'
+
+
+def _poisoned_run(d: Path) -> Path:
+    """A run folder whose campaign names a plug-in that leaves a mark when imported, and whose record
+    fields carry Python that leaves a mark when executed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.schema import RunRecord, arrow_schema
+
+    (d / "hostile_marker.py").write_text(MARKER_MODULE)
+    run = d / "run"
+    (run / "records" / "b@cpu").mkdir(parents=True)
+    (run / "campaign.yaml").write_text(campaign(targets="[{class: 'hostile_marker:B'}]"))
+    rec = RunRecord(campaign=PAYLOAD, variant_id=f"timm/test_resnet#0{PAYLOAD}", seed_id="timm/test_resnet",
+                    backend="b@cpu", stack="b", device="cpu", status="error", stage="compile",
+                    error_type=PAYLOAD, message=PAYLOAD, recipe='{"mutations":[],"rng":0,"seed":"timm/test_resnet"}')
+    pq.write_table(pa.Table.from_pylist([rec.to_row()], schema=arrow_schema()), run / "records/b@cpu/part-1.parquet")
+    return run
+
+
+def test_triage_report_diff_and_repro_run_no_code_from_a_poisoned_folder(tmp_path, monkeypatch):
+    run = _poisoned_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for argv in (["triage", str(run)], ["report", str(run), "--out", str(tmp_path / "r.html")],
+                 ["diff", str(run), str(run)]):
+        code, err = in_process(argv)
+        assert code == 0, err
+    code, err = in_process(["repro", str(run), "c-"])
+    assert code == 2 and "--allow-plugins" in err
+    assert not (tmp_path / "IMPORTED").exists() and not (tmp_path / "RAN").exists()
+    assert "import pathlib" in (tmp_path / "r.html").read_text().replace("&quot;", '"')  # shown, as text
+
+
+def test_resume_compares_a_stored_campaign_without_importing_its_plugins(tmp_path, monkeypatch):
+    run = _poisoned_run(tmp_path)
+    (tmp_path / "mine.yaml").write_text(OK)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, err = in_process(["run", str(tmp_path / "mine.yaml"), "--out", str(run), "--resume"])
+    assert code == 2 and "differs from the campaign in" in err, err
+    assert not (tmp_path / "IMPORTED").exists()
+
+
+def test_a_reproducer_holds_record_values_only_as_literals(tmp_path, captured_vit):
+    """A record's text used to enter repro.py's docstring as source: a value that closed the string
+    ran as code when the reproducer did."""
+    import ast
+    import subprocess
+    import sys
+
+    from fuzzer.repro_code import reproducer, save_inputs
+    from fuzzer.shrink.passes import cut_after
+    from workers.registry import parse_backend
+
+    v = captured_vit.variant
+    small = cut_after(v, next(n.name for n in v.gm.graph.nodes if n.op == "call_function"))
+    record = {"status": "error", "stage": "compile", "campaign": PAYLOAD, "variant_id": PAYLOAD, "seed_id": PAYLOAD,
+              "verdict": PAYLOAD, "symptom": PAYLOAD}
+    code = reproducer(small, parse_backend("eager@cpu", label="t"), record, PAYLOAD, {"tolerances": {}})
+    tree = ast.parse(code)
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "pathlib"]  # only in strings
+    (tmp_path / "repro.py").write_text(code)
+    save_inputs(small, tmp_path / "inputs.pt")
+    proc = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # eager ran without error: the bug is not present
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_a_poisoned_capture_cache_entry_is_a_miss_not_a_call(tmp_path, monkeypatch):
+    import json
+
+    import torch
+
+    from fuzzer.generate import captured
+    from seeds.capture_cache import CaptureCache
+
+    monkeypatch.setenv("GAPFUZZ_CACHE_DIR", str(tmp_path / "cache"))
+    info, cap = captured("timm/test_resnet", None)
+    cache = CaptureCache()
+    path = cache.path("timm/test_resnet")
+    entry = torch.load(path, weights_only=True)
+    graph = json.loads(entry["graph"])
+    graph.insert(1, ["call_function", "evil", "py:os:system", {"t": [f"touch {tmp_path}/RAN"]}, {"d": []}])
+    entry["graph"] = json.dumps(graph)
+    torch.save(entry, path)
+    assert cache.get("timm/test_resnet", None) is None  # refused, then captured again
+    again_info, again = captured("timm/test_resnet", None)
+    assert again.variant.graph_hash == cap.variant.graph_hash and not (tmp_path / "RAN").exists()
+    assert cache.get("timm/test_resnet", None) is not None  # the entry was replaced by a good one
+
+
+def test_triage_and_report_read_the_dict_form_of_a_reference(tmp_path, monkeypatch):
+    """``reference: {backend: eager@cpu}`` is documented; triage and the report used to break on it."""
+    run = tmp_path / "run"
+    _setup(tmp_path, {"run/records/x/part-1.parquet": "RECORDS"})
+    (run / "campaign.yaml").write_text(campaign("backends: {reference: {backend: eager@cpu, label: ref}, "
+                                                "oracle: {backend: eager-fp64@cpu}, targets: [inductor@cpu]}"))
+    from analysis.api import load_run
+
+    r = load_run(run)
+    assert (r.reference, r.oracle) == ("ref@cpu", "eager-fp64@cpu")
+    monkeypatch.chdir(tmp_path)
+    for argv in (["triage", str(run)], ["report", str(run), "--out", str(tmp_path / "r.html")]):
+        code, err = in_process(argv)
+        assert code == 0, err
