@@ -223,6 +223,9 @@ def _resolve(config: dict, source: str) -> Campaign:
         mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
     except MutatorError as e:
         raise CampaignError(f"{source}: variants.mutators: {e}") from None
+    if not mutators and (v["per_seed"] > 1 or not v["include_seed"]):
+        raise CampaignError(f"{source}: variants.mutators: no mutator is left, so every variant would be the "
+                            f"seed itself (for the seeds alone: per_seed: 1)")
     return Campaign(
         config, source, name=config["name"], seed=config["seed"], output=config["output"],
         seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"]) for s in config["seeds"]],

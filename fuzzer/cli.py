@@ -1,12 +1,11 @@
 """The ``gapfuzz`` console script."""
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
+from .cli_parser import EXIT_BAD_INPUT, build_parser
 
 
 class UserError(Exception):
@@ -201,76 +200,13 @@ def cmd_seeds_scan(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gapfuzz", description="Find where the same model behaves differently "
-                                "across AI accelerators and software stacks.")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    r = sub.add_parser("run", help="run a campaign (no file: the embedded default campaign)")
-    r.add_argument("campaign", nargs="?", help="campaign YAML file")
-    r.add_argument("--address", help="Ray cluster to join ('auto' for the local cluster)")
-    r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
-    r.add_argument("--out", help="run folder (default: <output>/<name> from the campaign)")
-    r.add_argument("--quiet", action="store_true", help="no progress line")
-    r.set_defaults(fn=cmd_run)
-
-    t = sub.add_parser("triage", help="cluster table of a run folder")
-    t.add_argument("run_dir")
-    t.add_argument("--limit", type=int, default=50, help="clusters to show")
-    t.set_defaults(fn=cmd_triage)
-
-    rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
-    rp.add_argument("run_dir")
-    rp.add_argument("--out", help="HTML file to write (default: RUN_DIR/report.html)")
-    rp.set_defaults(fn=cmd_report)
-
-    d = sub.add_parser("diff", help="clusters new, gone and still there between two campaigns")
-    d.add_argument("run_a", help="the earlier run folder")
-    d.add_argument("run_b", help="the later run folder")
-    d.add_argument("--limit", type=int, default=50, help="clusters to show")
-    d.set_defaults(fn=cmd_diff)
-
-    s = sub.add_parser("seeds", help="list seeds")
-    ss = s.add_subparsers(dest="seeds_command", required=True)
-    sl = ss.add_parser("list", help="print seed ids, one a line (nothing is built)")
-    sc = ss.add_parser("scan", help="build, capture and run seeds once on the reference, into a catalog")
-    for q in (sl, sc):
-        q.add_argument("--source", help="timm, torchvision, transformers or ops")
-        q.add_argument("--filter", action="append", help="glob on the seed id, e.g. 'timm/resnet*' (repeatable)")
-        q.add_argument("--exclude", action="append", help="glob of seeds to leave out (repeatable)")
-    sl.set_defaults(fn=cmd_seeds)
-    sc.add_argument("--sample", type=int, help="scan a random sample of this many seeds")
-    sc.add_argument("--seed", type=int, default=0, help="random seed of the sample")
-    sc.add_argument("--out", default="runs/seed-scan", help="folder of the catalog (resumed if it exists)")
-    sc.add_argument("--workers", type=int, default=0, help="parallel workers (default: one per core)")
-    sc.add_argument("--timeout", type=float, default=600, help="seconds per seed")
-    sc.add_argument("--max-params", type=int, default=100_000_000, help="parameter cap")
-    sc.add_argument("--memory-gb", type=float, help="memory limit per worker")
-    sc.add_argument("--address", help="Ray cluster to join")
-    sc.add_argument("--quiet", action="store_true", help="no progress line")
-    sc.set_defaults(fn=cmd_seeds_scan)
-
-    x = sub.add_parser("repro", help="minimise a cluster's representative; write repro.py and report.md")
-    x.add_argument("run_dir")
-    x.add_argument("cluster_id", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
-    x.add_argument("--out", help="folder (default: RUN_DIR/repros/<cluster id>)")
-    x.add_argument("--max-calls", type=int, default=300, help="budget of checks while shrinking")
-    x.add_argument("--tries", type=int, default=3, help="fresh runs of repro.py before it is declared final")
-    x.add_argument("--allow-plugins", action="store_true",
-                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
-    x.set_defaults(fn=cmd_repro)
-
-    m = sub.add_parser("mutators", help="list mutation operators")
-    m.set_defaults(fn=cmd_mutators)
-    b = sub.add_parser("backends", help="list backends and whether they are available here")
-    b.add_argument("--filter", help="glob, e.g. '*@cpu'")
-    b.set_defaults(fn=cmd_backends)
-    return p
+COMMANDS = {"run": cmd_run, "triage": cmd_triage, "report": cmd_report, "diff": cmd_diff, "seeds list": cmd_seeds,
+            "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "mutators": cmd_mutators, "backends": cmd_backends}
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="gapfuzz: %(message)s")
-    args = build_parser().parse_args(argv)
+    args = build_parser(COMMANDS).parse_args(argv)
     from analysis.store import ResultsError
     from core.registry import PluginError
     from seeds import SeedError

@@ -28,6 +28,9 @@ def select_seeds(c: Campaign) -> list[str]:
             ids = sorted(random.Random(f"{c.seed}/{i}").sample(ids, sel.sample))
         if sel.limit is not None:
             ids = ids[: sel.limit]
+        if not ids:
+            raise CampaignError(f"{c.source}: seeds[{i}]: {'sample' if sel.sample == 0 else 'limit'} 0 "
+                                f"selects no seed")
         chosen += [s for s in ids if s not in chosen]
     return chosen
 

@@ -8,7 +8,10 @@ second row.
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from analysis.catalog import Catalog, CatalogRow
@@ -44,13 +47,33 @@ class RecordSink:
             self.rows_pending.append(row)
 
     def flush(self) -> None:
+        """Write what is pending. A Ctrl-C waits until the files and the bookkeeping agree: one that landed
+        between a file's rename and the pending list's update would have the records written again."""
         t0 = time.perf_counter()
-        if self.rows_pending:
-            self.catalog.write(self.rows_pending)
-            self.rows_pending = []
-        if self.records_pending:
-            self.store.write(self.records_pending)
-            self.written += len(self.records_pending)
-            self.records_pending = []
+        with deferred_interrupt():
+            if self.rows_pending:
+                self.catalog.write(self.rows_pending)
+                self.rows_pending = []
+            if self.records_pending:
+                self.store.write(self.records_pending)
+                self.written += len(self.records_pending)
+                self.records_pending = []
         self.flushed = time.monotonic()
         self.stats["write_s"] += time.perf_counter() - t0
+
+
+@contextmanager
+def deferred_interrupt():
+    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it (in the main thread; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda *a: caught.append(a))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

@@ -67,6 +67,18 @@ class Float64Compute(Backend):
         return call
 
 
+class SlowEager(Backend):
+    """Eager, after ``seconds`` of preparing: a stack slow enough to be stopped between two runs."""
+
+    name = "slow-eager"
+
+    def prepare(self, gm, example_inputs, device):
+        import time
+
+        time.sleep(float(self.options.get("seconds", 0.5)))
+        return gm
+
+
 class AddToOutputs(Backend):
     """Adds ``by`` to every floating output: as wrong as the reference can be, in the other direction."""
 

@@ -103,6 +103,16 @@ CASES = {
                    "name at least one target backend"),
     "oracle-elsewhere": ({"c.yaml": campaign("backends: {oracle: eager-fp64@cuda, targets: [inductor@cpu]}")},
                          ["run", "{d}/c.yaml", "--out", "{d}/run"], "the oracle must run on the reference's device"),
+    "no-mutator-left": ({"c.yaml": campaign("variants: {per_seed: 3, mutators: [inject_op], exclude_mutators: "
+                                            "[injection]}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                        "no mutator is left"),
+    "sample-zero": ({"c.yaml": campaign(seeds="seeds: [{source: timm, include: [test_*], sample: 0}]\n")},
+                    ["run", "{d}/c.yaml", "--out", "{d}/run"], "seeds[0]: sample 0 selects no seed"),
+    "empty-out": ({"c.yaml": OK}, ["run", "{d}/c.yaml", "--out", ""], "argument --out: an empty path"),
+    "negative-limit": ({}, ["triage", "{d}/run", "--limit", "-3"], "argument --limit: '-3'"),
+    "nan-scan-timeout": ({}, ["seeds", "scan", "--timeout", "nan"], "argument --timeout: 'nan'"),
+    "no-command": ({}, [], "the following arguments are required: command"),
+    "unknown-command": ({}, ["frob"], "invalid choice: 'frob'"),
     "unknown-mutator": ({"c.yaml": campaign("variants: {mutators: [no_such_mutator]}")},
                         ["run", "{d}/c.yaml", "--out", "{d}/run"], "no mutator matches 'no_such_mutator'"),
     "class-not-found": ({"c.yaml": campaign(targets="[{class: 'no.such.module:Backend'}]")},
@@ -193,7 +203,10 @@ def _tree(d: Path) -> set:
 def in_process(argv: list[str]) -> tuple[int, str]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse's way out
+            code = e.code
     return code, err.getvalue()
 
 

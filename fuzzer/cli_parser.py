@@ -1,0 +1,107 @@
+"""The ``gapfuzz`` command line: its parser, whose every complaint is one line, exit status 2."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+EXIT_BAD_INPUT = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem (``--help`` shows the usage)."""
+
+    def error(self, message: str):
+        print(f"gapfuzz: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _number(kind, low: float, strict: bool):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"{text!r}: a finite number {'above' if strict else 'at least'} {low:g}"
+                                             f" is needed")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+positive_int, natural_int, positive_float = _number(int, 0, True), _number(int, 0, False), _number(float, 0, True)
+
+
+def path_arg(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def build_parser(commands: dict) -> argparse.ArgumentParser:
+    """The parser; ``commands`` maps each command (``"seeds scan"``) to the function that runs it."""
+    p = OneLineParser(prog="gapfuzz", description="Find where the same model behaves differently "
+                                "across AI accelerators and software stacks.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a campaign (no file: the embedded default campaign)")
+    r.add_argument("campaign", nargs="?", help="campaign YAML file")
+    r.add_argument("--address", help="Ray cluster to join ('auto' for the local cluster)")
+    r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
+    r.add_argument("--out", type=path_arg, help="run folder (default: <output>/<name> from the campaign)")
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.set_defaults(fn=commands["run"])
+
+    t = sub.add_parser("triage", help="cluster table of a run folder")
+    t.add_argument("run_dir")
+    t.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
+    t.set_defaults(fn=commands["triage"])
+
+    rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
+    rp.add_argument("run_dir")
+    rp.add_argument("--out", type=path_arg, help="HTML file to write (default: RUN_DIR/report.html)")
+    rp.set_defaults(fn=commands["report"])
+
+    d = sub.add_parser("diff", help="clusters new, gone and still there between two campaigns")
+    d.add_argument("run_a", help="the earlier run folder")
+    d.add_argument("run_b", help="the later run folder")
+    d.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
+    d.set_defaults(fn=commands["diff"])
+
+    s = sub.add_parser("seeds", help="list seeds")
+    ss = s.add_subparsers(dest="seeds_command", required=True)
+    sl = ss.add_parser("list", help="print seed ids, one a line (nothing is built)")
+    sc = ss.add_parser("scan", help="build, capture and run seeds once on the reference, into a catalog")
+    for q in (sl, sc):
+        q.add_argument("--source", help="timm, torchvision, transformers or ops")
+        q.add_argument("--filter", action="append", help="glob on the seed id, e.g. 'timm/resnet*' (repeatable)")
+        q.add_argument("--exclude", action="append", help="glob of seeds to leave out (repeatable)")
+    sl.set_defaults(fn=commands["seeds list"])
+    sc.add_argument("--sample", type=positive_int, help="scan a random sample of this many seeds")
+    sc.add_argument("--seed", type=natural_int, default=0, help="random seed of the sample")
+    sc.add_argument("--out", type=path_arg, default="runs/seed-scan", help="folder of the catalog (resumed if it exists)")
+    sc.add_argument("--workers", type=natural_int, default=0, help="parallel workers (default: one per core)")
+    sc.add_argument("--timeout", type=positive_float, default=600, help="seconds per seed")
+    sc.add_argument("--max-params", type=positive_int, default=100_000_000, help="parameter cap")
+    sc.add_argument("--memory-gb", type=positive_float, help="memory limit per worker")
+    sc.add_argument("--address", help="Ray cluster to join")
+    sc.add_argument("--quiet", action="store_true", help="no progress line")
+    sc.set_defaults(fn=commands["seeds scan"])
+
+    x = sub.add_parser("repro", help="minimise a cluster's representative; write repro.py and report.md")
+    x.add_argument("run_dir")
+    x.add_argument("cluster_id", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
+    x.add_argument("--out", type=path_arg, help="folder (default: RUN_DIR/repros/<cluster id>)")
+    x.add_argument("--max-calls", type=positive_int, default=300, help="budget of checks while shrinking")
+    x.add_argument("--tries", type=positive_int, default=3, help="fresh runs of repro.py before it is declared final")
+    x.add_argument("--allow-plugins", action="store_true",
+                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
+    x.set_defaults(fn=commands["repro"])
+
+    m = sub.add_parser("mutators", help="list mutation operators")
+    m.set_defaults(fn=commands["mutators"])
+    b = sub.add_parser("backends", help="list backends and whether they are available here")
+    b.add_argument("--filter", help="glob, e.g. '*@cpu'")
+    b.set_defaults(fn=commands["backends"])
+    return p
