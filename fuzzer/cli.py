@@ -42,13 +42,17 @@ def cmd_run(args) -> int:
         check_run_dir(run_dir, campaign, args.resume)
         check_cache(campaign)
         check_address(address)
-        if not address:
+        if address:
+            driver.connect()  # a cluster that does not answer is said before anything is written
+        else:
             driver.check_available()
         run_dir.mkdir(parents=True, exist_ok=True)
         stored = run_dir / "campaign.yaml"
         tmp = stored.with_suffix(".yaml.tmp")
         tmp.write_text(campaign.to_yaml())
         tmp.replace(stored)
+    except ConnectionError as e:  # Ray found no cluster where it was told to look
+        raise UserError(f"--address {address}: {' '.join(str(e).split())[:200]}") from None
     except (LaunchError, OSError) as e:
         raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
             from None
@@ -58,8 +62,6 @@ def cmd_run(args) -> int:
         print(f"\ninterrupted: records so far are kept in {run_dir}; continue with: "
               f"{resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
         return 130
-    except ConnectionError as e:  # Ray found no cluster where it was told to look
-        raise UserError(f"--address {address}: {' '.join(str(e).split())[:200]}") from None
     except OSError as e:  # the run folder's disk: what was written before stays
         raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
                         f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None

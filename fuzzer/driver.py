@@ -96,8 +96,7 @@ class Driver:
         if not work:
             return
         t0 = time.monotonic()
-        cpus = sum(self.c.pool(d).workers * self.c.pool(d).cpus_per_worker for d in self.devices)
-        self.started_ray = connect(self.address, self.c.num_cpus or max(os.cpu_count() or 1, int(cpus + 0.999)))
+        self.connect()
         cut_short = True
         try:
             self._start_pools()
@@ -108,6 +107,12 @@ class Driver:
             self.sink.flush()
             self.progress.close()
             self._finish(wait_s=2.0 if cut_short else 10.0)
+
+    def connect(self) -> None:
+        """Join the campaign's Ray cluster, or start an embedded one sized for the pools."""
+        if not ray.is_initialized():
+            cpus = sum(self.c.pool(d).workers * self.c.pool(d).cpus_per_worker for d in self.devices)
+            self.started_ray = connect(self.address, self.c.num_cpus or max(os.cpu_count() or 1, int(cpus + 0.999)))
 
     def _start_pools(self) -> None:
         c = self.c

@@ -112,7 +112,9 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     core); True when this process started Ray (and so shuts it down)."""
     if ray.is_initialized():
         return False
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")  # Ray's own retry warnings are not the user's news
     if address:
+        os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "10")  # a cluster that does not answer: ~10 s, not 20
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         return False
     ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
