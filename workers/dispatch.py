@@ -42,9 +42,6 @@ class Dispatcher:
         best = min(actors, key=lambda a: (self.load[a], a is not prefer), default=None)
         return best if best is not None and self.load[best] < self.max_inflight else None
 
-    def has_room(self, actor) -> bool:
-        return actor in self.load and self.load[actor] < self.max_inflight
-
     def submit(self, ref, actor, job) -> None:
         self.inflight[ref] = (job, actor)
         self.load[actor] += 1

@@ -122,10 +122,6 @@ def pick(rng: random.Random, items: list):
     return items[rng.randrange(len(items))] if items else None
 
 
-def users_of(n: fx.Node) -> list[fx.Node]:
-    return list(n.users)
-
-
 def shape_of(n) -> tuple | None:
     tm = tensor_meta(n) if isinstance(n, fx.Node) else None
     return tuple(tm.shape) if tm is not None else None
