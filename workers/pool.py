@@ -6,9 +6,12 @@ machine that has the device.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -107,15 +110,36 @@ class PoolWorker:
 RemotePoolWorker = ray.remote(PoolWorker)
 
 
+@contextlib.contextmanager
+def _quiet_unless_it_works():
+    """What the process writes to its stderr (C++ included) is held back, and shown only if the block ends
+    without an exception: a failure is then the caller's one line."""
+    sys.stderr.flush()
+    saved, held = os.dup(2), tempfile.TemporaryFile()
+    os.dup2(held.fileno(), 2)
+    try:
+        yield
+    except BaseException:
+        os.dup2(saved, 2)
+        raise
+    else:
+        os.dup2(saved, 2)
+        held.seek(0)
+        sys.stderr.write(held.read().decode(errors="replace"))
+    finally:
+        os.close(saved)
+        held.close()
+
+
 def connect(address: str | None, num_cpus: int | None = None) -> bool:
     """Join the Ray cluster at ``address``, or start an embedded one with ``num_cpus`` (default: one per
     core); True when this process started Ray (and so shuts it down)."""
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")  # Ray's own retry warnings are not the user's news
     if address:
         os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "10")  # a cluster that does not answer: ~10 s, not 20
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        with _quiet_unless_it_works():  # Ray prints a warning a second while it retries
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         return False
     ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR)
