@@ -21,7 +21,8 @@ from core.bugs import (DIVERGENCE_FIELDS, FAILURE_FIELDS, KEY_COLUMNS, VENDOR_ST
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
             Symptom.NUMERIC: 2, Status.UNSUPPORTED: 1, Status.INVALID: 0}
-LEVEL = {6: "crash", 5: "hang/oom", 4: "error", 3: "wrong answer", 2: "numeric", 1: "unsupported", 0: "invalid"}
+LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong answer", 2: str(Symptom.NUMERIC),
+         1: str(Status.UNSUPPORTED), 0: str(Status.INVALID)}
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",

@@ -53,7 +53,7 @@ class CaptureCache:
         return self.root / f"{key}.pt"
 
     def get(self, seed_id: str, max_params: int | None) -> tuple[dict, Captured] | None:
-        """The seed's facts and capture, or None; raises CaptureError('budget') as a fresh capture would."""
+        """The seed's facts and capture, or None; raises CaptureError at the budget stage as a fresh capture would."""
         path = self.path(seed_id)
         try:
             entry = torch.load(path, weights_only=True)  # tensors and plain data only: no code
