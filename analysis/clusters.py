@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import (DIVERGENCE_FIELDS, FAILURE_FIELDS, KEY_COLUMNS, VENDOR_STAGES, Kind, Status, Symptom,
+from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS, VENDOR_STAGES, Kind, Status, Symptom,
                        Verdict, bug_keys)
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
@@ -26,9 +26,9 @@ LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong an
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
-        "mutations"]
+        "mutations", "probe"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "count", "variants", "seeds", "families", "backends",
-           "mutations", "unmutated", "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type",
+           "probes", "mutations", "unmutated", "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type",
            "template", "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message"]
 
 
@@ -106,6 +106,7 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["max_tol_ratio"] = g["tol"].max()
     out["families"] = _lists(cid, _col(rows, "family"))
     out["backends"] = _lists(cid, rows["backend"])
+    out["probes"] = _lists(cid, _col(rows, "probe").fillna(EXAMPLE_PROBE))  # the input sets it showed on
     out["mutations"], out["unmutated"] = _mutations(df, cid)
     out["representative"], out["rep_nodes"] = rep["v"], rep["n"].replace(np.inf, np.nan)
     first = order.groupby("c", sort=False).head(1).index
@@ -126,7 +127,7 @@ def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eage
     out["level"] = out["severity"].map(LEVEL)
     out = out.reindex(columns=COLUMNS)
     out["vendor"] = out["vendor"].astype(bool)
-    for c in ("families", "backends", "mutations"):
+    for c in ("families", "backends", "probes", "mutations"):
         out[c] = out[c].map(lambda v: v if isinstance(v, list) else [])
     out["unmutated"] = out["unmutated"].fillna(0).astype(int)
     return out.sort_values(["severity", "vendor", "count", "cluster"], ascending=[False, False, False, True],

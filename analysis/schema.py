@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from core.bugs import Status
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: one row per (variant, backend, probe); 1: per (variant, backend), the example only
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -24,6 +25,8 @@ class RunRecord:
     variant_id: str
     seed_id: str
     backend: str
+    probe: str | None = None  # which input set (workers.probes.Probe.name); None: the example, in version 1
+    probe_recipe: str | None = None  # JSON that replays it: {"kind", ..., "seed"}
     seed_source: str = ""
     family: str = ""
     task: str = ""

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .schema import SCHEMA_VERSION, RunRecord, arrow_schema
+from .schema import READABLE_VERSIONS, RunRecord, arrow_schema
 
 
 class ResultsError(RuntimeError):
@@ -121,6 +121,6 @@ class RecordStore:
 def check_version(table: pa.Table) -> None:
     if "schema_version" in table.column_names and table.num_rows:
         versions = set(table.column("schema_version").to_pylist())
-        if versions - {SCHEMA_VERSION}:
+        if versions - set(READABLE_VERSIONS):
             raise ResultsError(f"records have schema versions {sorted(versions)}; this gapfuzz reads "
-                               f"{SCHEMA_VERSION}")
+                               f"{', '.join(map(str, READABLE_VERSIONS))}")

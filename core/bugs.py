@@ -97,6 +97,8 @@ class Kind(StrEnum):
     DISCREPANCY = "discrepancy"  # a run that completed with a different answer
 
 
+EXAMPLE_PROBE = "example"  # the probe that feeds a variant its capture's own inputs (workers.probes)
+
 FAILED = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR, Status.UNSUPPORTED, Status.INVALID)
 COMPLETED = (Status.OK, Status.MISMATCH)
 LIMITS = (Status.TIMEOUT, Status.OOM)  # the sandbox ended the run for a limit

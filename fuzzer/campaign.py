@@ -6,6 +6,7 @@ Every problem is one line naming the file and the key or value, e.g.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,9 +20,10 @@ from core.registry import did_you_mean
 from core.strict_yaml import YamlError, load, non_finite
 from workers.compare import DEFAULT_TOLERANCES, Settings
 from workers.pool import PoolSettings
+from workers.probes import KINDS, ProbeSettings
 from workers.registry import BackendError, BackendSpec, parse_backend
 
-from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection,
+from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection, SizeSettings,
                        VariantSettings)
 
 from .campaign_schema import DEFAULTS, NAME_PATTERN, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
@@ -125,6 +127,8 @@ class Campaign:
     backends: BackendSet | None = None
     run: RunSettings | None = None
     compare: CompareSettings | None = None
+    probes: ProbeSettings | None = None
+    sizes: SizeSettings | None = None
     address: str | None = None  # ray.address
     num_cpus: int | None = None  # ray.num_cpus
 
@@ -192,6 +196,11 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
         raise CampaignError(f"{source}: seeds: at least one seed selection is needed")
     for key in ("mutators", "exclude_mutators"):
         config["variants"][key] = _as_list(config["variants"][key])
+    config["probes"]["kinds"] = _as_list(config["probes"]["kinds"])
+    for pattern in config["probes"]["kinds"]:
+        if not fnmatch.filter(KINDS, pattern):
+            raise CampaignError(f"{source}: probes.kinds: no probe kind matches {pattern!r}"
+                                f"{did_you_mean(pattern, list(KINDS))}")
     for s in config["seeds"]:
         s["include"], s["exclude"] = _as_list(s["include"]), _as_list(s["exclude"])
     unknown = sorted(set(config["compare"]["tolerances"]) - set(DEFAULT_TOLERANCES))
@@ -237,6 +246,9 @@ def _resolve(config: dict, source: str) -> Campaign:
         compare=CompareSettings(Settings.from_dict({k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")}),
                                 cmp_cfg["sweep"], cmp_cfg["detection_adapter"], cmp_cfg["align"],
                                 cmp_cfg["align_scope"]),
+        probes=ProbeSettings(config["probes"]["per_variant"], tuple(config["probes"]["kinds"]), config["seed"]),
+        sizes=SizeSettings(config["sizes"]["per_seed"], config["sizes"]["variants"],
+                           tuple(sorted(set(config["sizes"]["values"])))),
         address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
 
 

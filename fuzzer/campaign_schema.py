@@ -1,6 +1,8 @@
 """The campaign file's JSON Schema and its defaults (docs: README, campaigns/*.yaml)."""
 from __future__ import annotations
 
+from seeds.sizes import DIMENSION_SIZES
+
 # Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
@@ -55,6 +57,13 @@ SCHEMA = {
             "exclude_mutators": _GLOBS,
             "guidance": {"enum": ["uniform", "mcmc", "coverage"]},
             "max_tries": _POS_INT}},
+        "probes": {"type": "object", "additionalProperties": False, "properties": {
+            "per_variant": _POS_INT,
+            "kinds": _GLOBS}},
+        "sizes": {"type": "object", "additionalProperties": False, "properties": {
+            "per_seed": {"type": "integer", "minimum": 0},
+            "variants": _POS_INT,
+            "values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}}},
         "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
             "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},
             "targets": {"type": "array", "items": _BACKEND},
@@ -89,6 +98,8 @@ DEFAULTS = {
     "capture": {"max_params": 100_000_000, "timeout_s": 600, "cache": True},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
                  "guidance": "uniform", "max_tries": 8},
+    "probes": {"per_variant": 8, "kinds": ["*"]},
+    "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES)},
     "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},

@@ -30,7 +30,7 @@ from .campaign import Campaign, CampaignError
 from .generate import build_seed_variants
 from .guidance import Feedback
 from .messages import BuildRequest, BuiltVariant, SeedBuild
-from .plan import SeedWork, plan, seed_failure_id, select_seeds
+from .plan import SeedWork, plan, seed_failure_id, select_seeds, with_sizes
 from .progress import Progress
 from .records import catalog_row, run_record, seed_failure_record
 from .session import SessionStats
@@ -89,7 +89,7 @@ class Driver:
 
     # ------------------------------------------------------------------ the campaign
     def run(self, seed_ids: list[str] | None = None) -> None:
-        seed_ids = select_seeds(self.c) if seed_ids is None else seed_ids
+        seed_ids = with_sizes(self.c, select_seeds(self.c) if seed_ids is None else seed_ids)
         work = plan(self.c, seed_ids, self.sink.store.done_keys(), list(self.specs))
         self.progress.total = sum(len(m) for w in work for m in w.missing.values())
         self.seeds_total, self.seeds_done = len(seed_ids), len(seed_ids) - len(work)
@@ -119,7 +119,7 @@ class Driver:
         ledger = ray.remote(num_cpus=0)(AlignLedger).remote() if c.compare.align_scope == "seed" else None
         self.judge = JudgeSettings(self.ref_name, self.oracle_name, c.run.timeout_s, c.run.repeats,
                                    c.run.retry_faults, c.compare.settings, c.compare.detection_adapter,
-                                   c.compare.align, ledger)
+                                   c.compare.align, ledger, c.probes)
         for device in self.devices:
             settings = c.pool(device)
             self._check_resources(settings)

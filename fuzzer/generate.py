@@ -17,6 +17,7 @@ from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from seeds import create_seed
 from seeds.capture import Captured, CaptureError, capture
 from seeds.capture_cache import CaptureCache
+from seeds.sizes import SizeError
 from seeds.spec import SeedInfo
 from workers.backends.eager import prepare_eager_fp64
 from workers.compare import Settings, attribute, compare
@@ -93,8 +94,10 @@ class Generator:
 
 def _failure(seed_id: str, stage: Stage, exc: BaseException, info: dict | None = None,
              error_type: str | None = None) -> SeedBuild:
+    """A seed that failed; one that cannot be rebuilt at the size asked for is skipped, not failed."""
     d = describe(exc)
-    return SeedBuild(seed_id=seed_id, status=Status.ERROR, stage=stage, error_type=error_type or d["error_type"],
+    status = Status.SKIPPED if isinstance(exc, SizeError) else Status.ERROR
+    return SeedBuild(seed_id=seed_id, status=status, stage=stage, error_type=error_type or d["error_type"],
                      message=d["message"], seed=SeedInfo(**info) if info else None)
 
 

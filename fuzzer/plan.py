@@ -5,6 +5,8 @@ import random
 from dataclasses import dataclass, field
 
 from seeds import list_seeds
+from seeds.registry import source_of
+from seeds.sizes import SizedId, choose
 
 from .campaign import Campaign, CampaignError
 from .recipe import variant_id
@@ -35,6 +37,23 @@ def select_seeds(c: Campaign) -> list[str]:
     return chosen
 
 
+def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
+    """Each seed followed by the sizes it is rebuilt at (``seeds.sizes``): ``sizes.per_seed`` of the
+    points its source can rebuild it at, one from each band, drawn with the campaign seed."""
+    out: list[str] = []
+    for sid in seed_ids:
+        out.append(sid)
+        if c.sizes.per_seed and SizedId.parse(sid).size is None:
+            points = source_of(sid).size_points(sid, list(c.sizes.values))
+            out += [str(SizedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
+    return out
+
+
+def variant_count(c: Campaign, seed_id: str) -> int:
+    """Variants per seed: ``variants.per_seed``, or ``sizes.variants`` for a seed rebuilt at a size."""
+    return c.variants.per_seed if SizedId.parse(seed_id).size is None else min(c.sizes.variants, c.variants.per_seed)
+
+
 @dataclass
 class SeedWork:
     seed_id: str
@@ -52,7 +71,7 @@ def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
         if (seed_failure_id(sid), ref) in done:
             continue
         missing = {}
-        for i in range(c.variants.per_seed):
+        for i in range(variant_count(c, sid)):
             need = {b for b in backends if (variant_id(sid, i), b) not in done}
             if need:
                 missing[i] = need

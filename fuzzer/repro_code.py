@@ -20,7 +20,7 @@ from workers.backends.eager import prepare_eager_fp64
 from workers.compare import Settings
 from workers.executor import to_host
 from workers.registry import BackendSpec
-from workers.runner import judge_outputs
+from workers.judge import judge_outputs
 
 from .source_copy import SourceCopy
 

@@ -5,7 +5,7 @@ import functools
 import json
 import platform
 
-from core.bugs import Status, Verdict
+from core.bugs import EXAMPLE_PROBE, Status, Verdict
 from workers.registry import BackendSpec
 
 
@@ -63,6 +63,8 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         f"gapfuzz campaign `{record.get('campaign')}`, seed `{record['seed_id']}` ({record.get('seed_source')}, "
         f"family {record.get('family')}), variant `{record['variant_id']}`, recipe:", "",
         "```json", json.dumps(json.loads(record["recipe"]), indent=1), "```", "",
+        f"Input probe `{record.get('probe') or EXAMPLE_PROBE}` (the inputs in `inputs.pt` are that probe's): "
+        f"`{record.get('probe_recipe') or '{}'}`.", "",
         f"Minimised from {result.nodes_before} to {result.nodes_after} operator call(s) with "
         f"{result.predicate_calls} checks, each in a fresh process; {result.mutations_dropped} mutation(s) of the "
         f"recipe were not needed (remaining: {[m[0] for m in recipe.mutations] or 'none: the seed itself'}).",

@@ -35,6 +35,16 @@ class VariantSettings:
 
 
 @dataclass(frozen=True)
+class SizeSettings:
+    """The size axis (``seeds.sizes``): ``per_seed`` rebuilt sizes of each seed that can be rebuilt,
+    drawn from ``values`` (lengths along a dimension, for operator seeds), ``variants`` each."""
+
+    per_seed: int
+    variants: int
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class BackendSet:
     reference: BackendSpec
     oracle: BackendSpec | None

@@ -34,7 +34,7 @@ from seeds.capture import capture
 from workers.compare import Settings
 from workers.executor import Executor
 from workers.registry import parse_backend
-from workers.runner import judge_outputs
+from workers.judge import judge_outputs
 
 NUMERIC = {"status": Status.MISMATCH, "symptom": Symptom.NUMERIC, "verdict": Verdict.TARGET_DIVERGENT,
            "output_dtype": "float32"}

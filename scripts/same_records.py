@@ -1,5 +1,5 @@
 """Do two run folders hold the same records? Compares every column except those that measure time,
-place or cost, row by (variant, backend), and prints what differs.
+place or cost, row by (variant, backend, probe), and prints what differs.
 
     python scripts/same_records.py runs/a runs/b
 
@@ -17,17 +17,19 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.store import RecordStore  # noqa: E402
+from core.bugs import EXAMPLE_PROBE  # noqa: E402
 
 # Columns that differ between two runs of the same campaign by nature: time, place and cost.
 VOLATILE = {"time", "host", "worker", "worker_s", "gen_s", "capture_s", "prepare_s", "first_run_s", "latency_ms",
             "run_s", "align_s"}
-KEY = ["variant_id", "backend"]
+KEY = ["variant_id", "backend", "probe"]
 
 
 def load(run_dir: str) -> pd.DataFrame:
     df = RecordStore(run_dir).read().to_pandas()
+    df["probe"] = df["probe"].fillna(EXAMPLE_PROBE)  # records of schema 1 have the example only
     if df.duplicated(KEY).any():
-        raise SystemExit(f"{run_dir}: {int(df.duplicated(KEY).sum())} duplicate (variant, backend) rows")
+        raise SystemExit(f"{run_dir}: {int(df.duplicated(KEY).sum())} duplicate (variant, backend, probe) rows")
     return df.set_index(KEY).sort_index()
 
 

@@ -24,6 +24,12 @@ class SeedSource:
     def build(self, seed_id: str) -> BuiltSeed:
         raise NotImplementedError
 
+    def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
+        """The sizes ``seed_id`` can be rebuilt at, as ``<id>@<n>`` (see ``seeds.sizes``); none
+        unless the source says otherwise. ``dimension_sizes`` is the campaign's list of lengths
+        along a dimension, for sources whose size is one."""
+        return []
+
 
 SOURCES: Registry[SeedSource] = Registry("seed source", "seeds.sources", ("timm", "torchvision", "transformers", "ops"),
                                          "gapfuzz.seeds", SeedError)

@@ -1,7 +1,6 @@
 """What a seed declares about itself, and a built seed ready for capture."""
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,15 +40,6 @@ class BuiltSeed:
     model: torch.nn.Module
     args: tuple
     kwargs: dict = field(default_factory=dict)
-
-
-def stable_int(text: str, bits: int = 31) -> int:
-    """A process-independent integer from a string (Python's hash() is salted)."""
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") % (1 << bits)
-
-
-def seeded_generator(text: str) -> torch.Generator:
-    return torch.Generator().manual_seed(stable_int(text))
 
 
 def input_spec_of(args: tuple, kwargs: dict) -> list:

@@ -67,6 +67,89 @@ class Float64Compute(Backend):
         return call
 
 
+def _after_op(gm: fx.GraphModule, target: str, build) -> fx.GraphModule:
+    """A copy of ``gm`` where every call of ``target`` is followed by ``build(graph, node)``."""
+    for name in [n.name for n in gm.graph.nodes if n.op == "call_function" and str(n.target) == target]:
+        gm = _after(gm, name, build)
+    return gm
+
+
+class NanToZeroInOneOp(Backend):
+    """Op ``op`` (default ReLU) returns 0 where its result is NaN: wrong on special values only, like a
+    kernel that clamps with max(x, 0) and loses NaN."""
+
+    name = "nan-to-zero"
+
+    def prepare(self, gm, example_inputs, device):
+        def build(g, n):
+            return g.call_function(aten.masked_fill.Scalar, (n, g.call_function(aten.isnan.default, (n,)), 0.0))
+        return _after_op(gm, self.options.get("op", "aten.relu.default"), build)
+
+
+class SaturateOverflow(Backend):
+    """Every floating result that overflows to an infinity is the largest finite value instead: a
+    saturating mode, as some NPUs have."""
+
+    name = "saturate-overflow"
+
+    def prepare(self, gm, example_inputs, device):
+        def run(*inputs):
+            return tuple(o.nan_to_num(nan=math.nan) if o.is_floating_point() else o for o in gm(*inputs))
+        return run
+
+
+class SaturateIntegerAdd(Backend):
+    """Integer ``add`` saturates at the dtype's limits instead of wrapping around: wrong at extremes only."""
+
+    name = "saturate-int-add"
+
+    def prepare(self, gm, example_inputs, device):
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in graph.nodes:
+            if n.target is aten.add.Tensor:
+                n.target = _saturating_add
+        graph.lint()
+        return fx.GraphModule(gm, graph)
+
+
+def _saturating_add(a, b, alpha=1):
+    out = aten.add.Tensor(a, b, alpha=alpha)
+    if isinstance(out, torch.Tensor) and not out.is_floating_point() and out.dtype not in (torch.bool, torch.int64):
+        info = torch.iinfo(out.dtype)
+        wide = aten.add.Tensor(a.long() if isinstance(a, torch.Tensor) else a,
+                               b.long() if isinstance(b, torch.Tensor) else b, alpha=alpha)
+        out = wide.clamp(info.min, info.max).to(out.dtype)
+    return out
+
+
+class BlockedSum(Backend):
+    """``sum`` over more than ``BLOCK`` elements keeps only the first block: a reduction kernel that
+    drops its partial sums past the first block. Right at every size up to the block."""
+
+    name = "blocked-sum"
+    BLOCK = 1024
+
+    def prepare(self, gm, example_inputs, device):
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in graph.nodes:
+            if n.target in (aten.sum.default, aten.sum.dim_IntList):
+                n.target = _blocked_sum
+        graph.lint()
+        return fx.GraphModule(gm, graph)
+
+
+def _blocked_sum(x, dim=None, keepdim=False, dtype=None):
+    out = aten.sum.dim_IntList(x, dim or [], keepdim, dtype=dtype) if dim is not None else aten.sum.default(x, dtype=dtype)
+    dims = list(range(x.dim())) if not dim else [d % max(x.dim(), 1) for d in dim]
+    rows = x.movedim(dims, list(range(x.dim() - len(dims), x.dim()))).flatten(x.dim() - len(dims)) if dims else x.reshape(1)
+    if rows.shape[-1] <= BlockedSum.BLOCK:
+        return out
+    tail = rows[..., BlockedSum.BLOCK:].sum(-1, dtype=out.dtype)
+    return out - tail.reshape(out.shape)
+
+
 class SlowEager(Backend):
     """Eager, after ``seconds`` of preparing: a stack slow enough to be stopped between two runs."""
 

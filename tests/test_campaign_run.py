@@ -25,6 +25,7 @@ seeds:
   - source: timm
     include: [test_resnet, test_vit, test_convnext]
 variants: {per_seed: 3, mutations: 1}
+sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends:
   targets: [{backend: eager@cpu, label: eager-copy}]
 pools: {cpu: {workers: 2}}
@@ -32,6 +33,7 @@ run: {flush_every: 1, repeats: 1}
 """
 BACKENDS = 3  # reference, oracle, target
 VARIANTS = 9
+PROBES = 8  # the default; the timm test models take floats only, so every float probe applies
 
 
 def _records(run_dir: Path) -> pd.DataFrame:
@@ -50,10 +52,11 @@ def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_camp
     proc = gapfuzz("run", path, "--out", tmp_path / "run", "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     df = _records(tmp_path / "run")
-    assert len(df) == VARIANTS * BACKENDS
-    assert df.groupby(["variant_id", "backend"]).size().max() == 1
+    assert len(df) == VARIANTS * BACKENDS * PROBES
+    assert df.groupby(["variant_id", "backend", "probe"]).size().max() == 1
+    assert df.groupby(["variant_id", "backend"])["probe"].nunique().eq(PROBES).all()
     assert set(df["status"]) <= {"ok", "mismatch"}
-    assert (df["schema_version"] == 1).all() and df["graph_hash"].notna().all()
+    assert (df["schema_version"] == 2).all() and df["graph_hash"].notna().all()
     assert "eager-copy@cpu" in proc.stdout and "results:" in proc.stdout
     target = df[df["backend"] == "eager-copy@cpu"]
     assert (target["verdict"] == "agree").all() and (target["max_abs_err"] == 0).all()
@@ -103,7 +106,7 @@ def test_kill_minus_9_three_times_and_ctrl_c_then_resume_equal_a_clean_run(tmp_p
     slow = "targets: [{class: 'tests.numeric_backends:SlowEager', device: cpu, options: {seconds: 0.5}}]"
     path = write_campaign(CAMPAIGN.replace("per_seed: 3", "per_seed: 4").replace(
         "targets: [{backend: eager@cpu, label: eager-copy}]", slow))
-    runs = 12 * BACKENDS
+    runs = 12 * BACKENDS * PROBES
     clean = gapfuzz("run", path, "--out", tmp_path / "clean", "--quiet", cwd=tmp_path)
     assert clean.returncode == 0, clean.stderr
     run_dir = tmp_path / "run"
@@ -116,7 +119,7 @@ def test_kill_minus_9_three_times_and_ctrl_c_then_resume_equal_a_clean_run(tmp_p
         else:
             assert f"continue with: gapfuzz run {path} --resume --out {run_dir}" in err, err
         df = _records(run_dir)
-        assert 0 < len(df) < runs and df.groupby(["variant_id", "backend"]).size().max() == 1
+        assert 0 < len(df) < runs and df.groupby(["variant_id", "backend", "probe"]).size().max() == 1
         assert set(df["seed_id"]) <= set(_catalog(run_dir)["seed_id"])  # no record without its catalog row
     assert list(run_dir.glob("stats/session-*.json")), "the stopped sessions left no figures"
     resumed = gapfuzz("run", path, "--out", run_dir, "--resume", "--quiet", cwd=tmp_path)
@@ -138,6 +141,7 @@ def test_tier_2_locates_a_case_once_per_seed(tmp_path, write_campaign):
 name: located
 seeds: [{source: timm, include: [test_vit]}]
 variants: {per_seed: 4, mutations: 1}
+sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends: {targets: [{class: "tests.numeric_backends:MiscomputeOp", device: cpu}]}
 pools: {cpu: {workers: 2}}
 run: {repeats: 1}
@@ -146,12 +150,12 @@ run: {repeats: 1}
     assert proc.returncode == 0, proc.stderr
     df = _records(tmp_path / "run")
     div = df[(df["backend"] == "miscompute@cpu") & (df["verdict"] == "target-divergent")]
-    keys = {r.variant_id: align_case(r.seed_id, bug_key({**r._asdict(), "first_div_op": None}))
-            for r in div.itertuples()}
+    keys = {r.Index: align_case(r.seed_id, bug_key({**r._asdict(), "first_div_op": None}))
+            for r in div.itertuples()}  # per record: each probe of a variant is a run of its own
     located = div[div["first_div_op"].notna()]
     skipped = div[div["align_error"].fillna("").str.match(r"not run: (being )?located on ")]
     assert len(located) + len(skipped) == len(div) and len(skipped) >= 1
-    assert len(set(keys[v] for v in located["variant_id"])) == len(located)  # each case located once
+    assert len({keys[i] for i in located.index}) == len(located)  # each case located once
     for r in skipped.itertuples():
         vid = r.align_error.split(" located on ")[1].split(" at ")[0]
-        assert vid in set(located["variant_id"]) and keys[vid] == keys[r.variant_id]
+        assert keys[r.Index] in {keys[i] for i in located.index[located["variant_id"] == vid]}

@@ -51,6 +51,23 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
         assert part in report
 
 
+def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_path):
+    """ReLU that drops NaN: the example inputs hold no NaN, the NaN probe does, and so must inputs.pt."""
+    run, c = _run_dir(tmp_path, {"class": "tests.numeric_backends:NanToZeroInOneOp", "device": "cpu"})
+    from workers.probes import Probe
+
+    probe = Probe.of("special", {"value": "nan", "pattern": "single"}, 12345)
+    record = {"campaign": "t", "variant_id": "ops/nn.functional.relu/float32/0#0", "backend": "nan-to-zero@cpu",
+              "seed_id": "ops/nn.functional.relu/float32/0", "status": "mismatch", "stage": "compare",
+              "symptom": "nonfinite", "verdict": "target-divergent", "output_dtype": "float32", "probe": probe.name,
+              "probe_recipe": probe.recipe(), "recipe": '{"mutations":[],"rng":0,"seed":"ops/nn.functional.relu/float32/0"}'}
+    result = reproduce(run, record, tmp_path / "repro", max_calls=60, tries=1, allow_plugins=True)
+    assert result.status == "reproducible" and result.nodes_after <= 2, result
+    inputs = torch.load(tmp_path / "repro" / "inputs.pt", weights_only=True)["inputs"]
+    assert any(t.isnan().any() for t in inputs)
+    assert "special:nan:single" in (tmp_path / "repro" / "report.md").read_text()
+
+
 def test_shrinker_consider_skips_seen_and_larger_candidates():
     v = capture(create_seed("timm/test_resnet")).variant
     calls = []

@@ -22,6 +22,7 @@ def test_campaign_runs_a_backend_loaded_from_a_path(tmp_path, write_campaign):
 name: ts
 seeds: [{source: timm, include: [test_resnet]}]
 variants: {per_seed: 2, mutations: 1, mutators: [insert_unary]}
+sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends:
   targets: [{class: "torchscript_backend:TorchScript", device: cpu, options: {optimize: true}}]
 pools: {cpu: {workers: 1}}
@@ -35,5 +36,5 @@ pools: {cpu: {workers: 1}}
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(Path(tmp_path) / "run" / "records")
     ts = df[df["backend"] == "torchscript@cpu"]
-    assert len(ts) == 2 and set(ts["status"]) <= {"ok", "mismatch"}
+    assert len(ts) == 2 * 8 and set(ts["status"]) <= {"ok", "mismatch"}  # two variants, eight probes each
     assert ts["backend_info"].str.contains("optimized").all() and ts["latency_ms"].gt(0).all()

@@ -23,6 +23,7 @@ from . import pipe
 from .backend import stage_of
 from .messages import Execution, PayloadReply
 from .outcome import RunOutcome
+from .probes import Probe, ProbeSettings, choose, make_inputs, roles, run_probes
 from .sandbox import RAISED, REPLY, rss_bytes
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
@@ -108,10 +109,11 @@ class Executor:
         gc.collect()
         self._rss_settled = rss_bytes(os.getpid())
 
-    def load(self, variant_id: str, payload: dict | None = None) -> dict:
+    def load(self, variant_id: str, payload: dict | None = None, probes: ProbeSettings | None = None) -> dict:
         """Deserialise a variant and checksum what arrived. ``payload`` None: a variant this process
-        built (see ``call``'s ``keep_key``), which then never crosses a process boundary; the reply
-        carries its seed outputs, which the caller would otherwise read from the payload."""
+        built (see ``call``'s ``keep_payloads``), which then never crosses a process boundary; the reply
+        carries its seed outputs, which the caller would otherwise read from the payload, and the
+        variant's probes (``workers.probes.choose``)."""
         from core.ir import Variant
 
         local = payload is None
@@ -127,7 +129,9 @@ class Executor:
         v = Variant.from_payload(payload, copy=False)  # ours alone; only intact stacks will read it
         self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
         self._pristine = (variant_id, v)
-        return {**self.checksums, "seed_outputs": payload.get("seed_outputs")} if local else self.checksums
+        chosen = choose(v.gm, v.inputs, probes, variant_id) if probes else [Probe()]
+        return {"checksums": self.checksums, "seed_outputs": payload.get("seed_outputs") if local else None,
+                "probes": chosen}
 
     def _variant_for(self, variant_id: str, backend):
         """The loaded variant for one backend. Backends that never write what they are given
@@ -139,15 +143,16 @@ class Executor:
             return self._pristine[1]
         return Variant.from_payload(self.payloads[variant_id])
 
-    def run(self, variant_id: str, spec, repeats: int = 3) -> Execution:
-        """Prepare and run one backend (a BackendSpec) on the loaded variant; errors become a result."""
+    def run(self, variant_id: str, spec, repeats: int = 3, probes: tuple = ()) -> Execution:
+        """Prepare and run one backend (a BackendSpec) on the loaded variant's example inputs (timed), then
+        call the prepared backend once per probe (``workers.probes``); errors become a result."""
         import torch
 
         from core.ir import clone_exact
 
         self._settle()
         result = RunOutcome(backend=spec.name, stack=spec.stack, device=spec.device, **self.checksums)
-        outputs = None
+        outputs, probe_runs = None, []
         device = spec.device
         stage, started = Stage.COMPILE, None
         try:
@@ -182,6 +187,8 @@ class Executor:
                     times.append(time.perf_counter() - t0)
                     last = out
                 last = to_host(last)
+                probe_runs = run_probes(lambda fed: to_host(fn(*(clone_exact(t) for t in fed))), inputs,
+                                        roles(variant.gm, variant.inputs), list(probes))
             result.latency_ms = 1e3 * statistics.median(times) if times else None
             result.run_s, result.runs = sum(times), len(times)
             outputs = first
@@ -196,16 +203,17 @@ class Executor:
             result.stage, result.status = stage, status_of_error(d["error_type"], d["message"])
         finally:
             self._release(device)
-        return Execution(result, outputs)
+        return Execution(result, outputs, probe_runs)
 
-    def align(self, variant_id: str, spec, settings, reference_device: str = "cpu") -> dict:
-        """Tier 2 for one divergent target: the first divergent node, its growth, amplification."""
+    def align(self, variant_id: str, spec, settings, reference_device: str = "cpu", probe: Probe = Probe()) -> dict:
+        """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification."""
         from core.ir import Variant
 
         from .align import Aligner
 
         self._settle()
         variant = Variant.from_payload(self.payloads[variant_id])
+        variant = variant.with_graph(variant.gm, make_inputs(variant.inputs, roles(variant.gm, variant.inputs), probe))
         probe = spec.create()
         aligner = Aligner(variant, spec.create, spec.device, probe.input_device or spec.device, settings,
                           reference_device)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .compare import Settings
 from .outcome import RunOutcome
+from .probes import ProbeRun, ProbeSettings
 from .registry import BackendSpec
 
 
@@ -51,6 +52,7 @@ class JudgeSettings:
     detection_adapter: bool = True  # canonical candidate order before comparing and before NMS
     align: bool = True  # tier 2 for target-divergent runs
     ledger: object = None  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run
+    probes: ProbeSettings | None = None  # None: the example inputs alone
 
 
 @dataclass
@@ -73,3 +75,4 @@ class Execution:
 
     outcome: RunOutcome
     outputs: list | None = None
+    probes: list[ProbeRun] = field(default_factory=list)  # the other probes' calls on the prepared backend

@@ -5,12 +5,16 @@ from dataclasses import asdict, dataclass, field
 
 from core.bugs import KEY_COLUMNS, Stage, Status
 
+from .probes import EXAMPLE, Probe
+
 
 @dataclass
 class RunOutcome:
     backend: str
     stack: str
     device: str
+    probe: str = EXAMPLE  # which input set (workers.probes.Probe.name)
+    probe_recipe: str = Probe().recipe()  # JSON that replays it
     options: dict = field(default_factory=dict)
     backend_version: str = ""
     status: Status = Status.OK

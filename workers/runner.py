@@ -1,25 +1,29 @@
 """Run one variant on a pool's backends in a sandbox, compare, and return outcomes.
 
-Everything here is the pool's job, not the backend's: timeouts, isolation, the retry
-that tells a reproducible crash from a flaky one, timing and comparing.
+Everything here is the pool's job, not the backend's: timeouts, isolation, the retry that tells a
+reproducible crash from a flaky one, the probes (each prepared backend is called on several input
+sets, ``workers.probes``: one record per probe), timing and comparing. A crash in a batch of probes
+is pinned on the input that caused it by running the example alone, then each probe alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import platform
 import socket
 import time
 
-from core.bugs import DIVERGENT, Stage, Status, Verdict, bug_key
+from core.bugs import Stage, Status, Verdict, bug_key
 from core.ir import tensor_from_wire
 
 from .align import align_case
-from .compare import Settings, attribute, compare
 from .executor import Executor
+from .judge import Judge
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import RunOutcome
+from .probes import EXAMPLE, Probe, ProbeRun
 from .registry import BackendSpec
 from .sandbox import Fault, RemoteError, Sandbox
-from .task import canonicalize, task_agreement
+
 
 def _versions() -> dict:
     import torch
@@ -34,6 +38,23 @@ def _provenance(out: RunOutcome, spec: BackendSpec, worker: str) -> RunOutcome:
     return out
 
 
+def _fault_outcome(spec: BackendSpec, fault: Fault, probe: Probe) -> RunOutcome:
+    return RunOutcome(spec.name, spec.stack, spec.device, status=fault.status, stage=Stage.RUN, cause=fault.cause,
+                      message=fault.message, error_type=fault.cause.split(":")[-1].split()[0] if fault.cause else None,
+                      probe=probe.name, probe_recipe=probe.recipe())
+
+
+def _probe_outcome(example: RunOutcome, run: ProbeRun) -> RunOutcome:
+    """A probe's record: the example's backend and provenance, the probe's own call."""
+    failed = run.status != Status.OK
+    return dataclasses.replace(
+        example, probe=run.probe.name, probe_recipe=run.probe.recipe(), status=run.status,
+        stage=Stage.RUN if failed else None, error_type=run.error_type, message=run.message, cause=None,
+        prepare_s=None, first_run_s=None, latency_ms=None if run.run_s is None else 1e3 * run.run_s, run_s=run.run_s,
+        runs=1, nondeterministic=None, inputs_mutated=None, input_checksum=run.input_checksum, figures={},
+        worker_s=0.0)
+
+
 class VariantJob:
     """One variant's runs in one sandbox. ``payload`` None: the sandbox built the variant and keeps
     it; ``fetch()`` gives the payload when it does not (any more, after a crash)."""
@@ -44,13 +65,15 @@ class VariantJob:
         self.fetch = fetch
         self.seed_outputs = payload.get("seed_outputs") if payload else None
         self.loaded = False
-        self.outputs: dict[str, list] = {}
+        self.probes: list[Probe] = [Probe()]  # the variant's, the example first (from the executor's load)
+        self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
 
     def _load(self) -> None:
         if self.loaded:
             return
         try:
-            reply = self.sb.request(Executor.load, self.vid, self.payload, timeout=max(60.0, self.s.timeout_s))
+            reply = self.sb.request(Executor.load, self.vid, self.payload, self.s.probes,
+                                    timeout=max(60.0, self.s.timeout_s))
         except RemoteError:
             if self.payload is not None or self.fetch is None:
                 raise
@@ -60,23 +83,26 @@ class VariantJob:
         if isinstance(reply, Fault):
             raise RuntimeError(f"executor died loading variant {self.vid}: {reply.cause} {reply.message}")
         if self.payload is None:
-            self.seed_outputs = reply.get("seed_outputs")
+            self.seed_outputs = reply["seed_outputs"]
+        self.probes = reply["probes"]
         self.loaded = True
 
-    def _run_once(self, spec: BackendSpec) -> Execution | Fault:
+    def _run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
         self._load()
-        reply = self.sb.request(Executor.run, self.vid, spec, self.s.repeats, timeout=spec.timeout_s or self.s.timeout_s)
+        reply = self.sb.request(Executor.run, self.vid, spec, self.s.repeats if repeats is None else repeats,
+                                tuple(probes), timeout=spec.timeout_s or self.s.timeout_s)
         if isinstance(reply, Fault):
             self.loaded = False
         return reply
 
-    def align(self, spec: BackendSpec) -> dict:
-        """Tier 2 in the sandbox; a fault or error there leaves the run located nowhere, not lost."""
+    def align(self, spec: BackendSpec, probe: Probe) -> dict:
+        """Tier 2 in the sandbox, on the probe's inputs; a fault or error there leaves the run located
+        nowhere, not lost."""
         self._load()
         ref_device = self.s.reference.split("@")[-1]
         try:
             reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare,
-                                    ref_device if ref_device == spec.device else "cpu",
+                                    ref_device if ref_device == spec.device else "cpu", probe,
                                     timeout=(spec.timeout_s or self.s.timeout_s) * 24)
         except RemoteError as e:
             return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
@@ -85,58 +111,93 @@ class VariantJob:
             return {"align_error": f"{reply.status} {reply.cause}"}
         return reply
 
-    def run(self, spec: BackendSpec) -> RunOutcome:
+    def run(self, spec: BackendSpec) -> list[RunOutcome]:
+        """One outcome per probe (the example's first), or the one failure that stopped the backend."""
         t0 = time.perf_counter()
         try:
-            reply = self._run_once(spec)
+            self._load()
+            others = [p for p in self.probes if p.kind != EXAMPLE]
+            reply = self._run_once(spec, others)
         except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
             reply = RunOutcome(spec.name, spec.stack, spec.device, status=Status.ERROR, stage=Stage.RUN,
                                error_type=e.info["error_type"], message=e.info["message"])
         if isinstance(reply, Fault):
-            out = RunOutcome(spec.name, spec.stack, spec.device, status=reply.status, stage=Stage.RUN,
-                             cause=reply.cause, message=reply.message,
-                             error_type=reply.cause.split(":")[-1].split()[0] if reply.cause else None)
-            if self.s.retry_faults:
-                out.reproducible = isinstance(self._run_once(spec), Fault)
+            outcomes = self._isolate(spec, reply, others)
         elif isinstance(reply, Execution):
-            out, self.outputs[spec.name] = reply.outcome, reply.outputs
+            outcomes = self._take(spec, reply)
         else:
-            out = reply
-        _provenance(out, spec, self.worker)
-        out.worker_s = time.perf_counter() - t0
-        return out
+            outcomes = [reply]
+        for out in outcomes:
+            _provenance(out, spec, self.worker)
+        outcomes[0].worker_s = time.perf_counter() - t0
+        return outcomes
+
+    def _take(self, spec: BackendSpec, reply: Execution) -> list[RunOutcome]:
+        example = reply.outcome
+        self.outputs[(spec.name, EXAMPLE)] = reply.outputs
+        outcomes = [example]
+        for run in reply.probes:
+            self.outputs[(spec.name, run.probe.name)] = run.outputs
+            outcomes.append(_probe_outcome(example, run))
+        return outcomes
+
+    def _isolate(self, spec: BackendSpec, fault: Fault, others: list[Probe]) -> list[RunOutcome]:
+        """The process died: the example alone (the retry that tells a reproducible fault), then each probe
+        alone, so that each record says which input set killed it."""
+        out = _fault_outcome(spec, fault, Probe())
+        if not others:  # no probes: the retry only tells a reproducible fault from a flaky one
+            if self.s.retry_faults:
+                out.reproducible = isinstance(self._run_once(spec, []), Fault)
+            return [out]
+        alone = self._run_once(spec, [])
+        if isinstance(alone, Fault):
+            out.reproducible = True
+            return [out]  # the backend dies before any probe could run
+        outcomes = self._take(spec, alone)
+        for probe in others:
+            reply = self._run_once(spec, [probe], repeats=0)
+            if isinstance(reply, Fault):
+                outcomes.append(_fault_outcome(spec, reply, probe))
+            else:
+                outcomes += self._take(spec, reply)[1:]
+        return outcomes
 
 
 def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None = None, worker: str = "",
                 fetch=None) -> tuple[list[RunOutcome], dict]:
-    """Outcomes for every spec, and the reference/oracle outputs for pools that run later."""
+    """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later."""
     s = request.settings
     job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch)
-    outcomes = [job.run(spec) for spec in request.specs]
+    outcomes = [o for spec in request.specs for o in job.run(spec)]
     t0 = time.perf_counter()
     known = {**(home_outputs or {}), **job.outputs}
     seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
-    judge = Judge(s, request, known.get(s.reference), known.get(s.oracle) if s.oracle else None, seed_outputs)
-    for o, spec in zip(outcomes, request.specs):
-        if o.status == Status.OK and o.backend != s.reference:
-            judge(o, job.outputs[o.backend])
-            if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
-                _locate(job, spec, o, align_case(request.seed_id, bug_key(o.key_fields())), s.ledger)
+    specs = {spec.name: spec for spec in request.specs}
+    for probe in job.probes:
+        judge = Judge(s, request, known.get((s.reference, probe.name)),
+                      known.get((s.oracle, probe.name)) if s.oracle else None,
+                      seed_outputs if probe.kind == EXAMPLE else None)
+        for o in outcomes:
+            if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference:
+                judge(o, job.outputs[(o.backend, probe.name)])
+                if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
+                    case = align_case(request.seed_id, bug_key(o.key_fields()))
+                    _locate(job, specs[o.backend], o, case, s.ledger, probe)
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
-    home = {k: v for k, v in job.outputs.items() if k in (s.reference, s.oracle)}
+    home = {k: v for k, v in job.outputs.items() if k[0] in (s.reference, s.oracle)}
     return outcomes, home
 
 
-def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger) -> None:
+def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger, probe: Probe) -> None:
     """Tier 2 for one target-divergent run, unless the ledger says its case is located elsewhere."""
     known = _ask(ledger.claim, case, job.vid) if ledger is not None else None
     if known:
         o.figures["align_error"] = f"not run: {known}"
         return
     t1 = time.perf_counter()
-    o.figures.update(job.align(spec), align_s=time.perf_counter() - t1)
+    o.figures.update(job.align(spec, probe), align_s=time.perf_counter() - t1)
     if ledger is not None:
         _ask(ledger.settle, case, job.vid, o.figures.get("first_div_op"))
     if o.figures.get("amplified"):
@@ -150,47 +211,3 @@ def _ask(fn, *args):
 
         return ray.get(fn.remote(*args))
     return fn(*args)
-
-
-def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings, kind: str, names: list,
-                  detection_adapter: bool = True) -> dict:
-    """Tiers 1 and 3 of one target's outputs against the reference, attributed with the oracle:
-    the record's comparison columns (a reproducer judges with this very function)."""
-    v = attribute(out, ref, oracle, settings)
-    figures = v.columns()
-    figures.update(task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
-    return figures
-
-
-class Judge:
-    """Tiers 1 and 3 and attribution for one target's outputs; the seed's outputs, for a
-    semantics-preserving variant, break the tie when the fp64 oracle cannot."""
-
-    def __init__(self, s: JudgeSettings, request: RunRequest, ref: list | None, oracle: list | None,
-                 seed_outputs: list | None):
-        self.s, self.kind, self.names = s, request.output_kind, request.output_names
-        boxes = self.kind == "boxes" and s.detection_adapter
-        self.canon = lambda out: None if out is None else (canonicalize(out, self.names) if boxes else out)
-        self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
-
-    def __call__(self, o: RunOutcome, outputs: list) -> None:
-        if self.ref is None:
-            o.figures = {"verdict": Verdict.NO_REFERENCE}
-            return
-        out = self.canon(outputs)
-        if o.backend == self.s.oracle:
-            o.figures = {**attribute(out, self.ref, None, self.s.compare).columns(), "verdict": Verdict.ORACLE}
-            return
-        o.figures = judge_outputs(out, self.ref, self.oracle, self.s.compare, self.kind, self.names,
-                                  self.s.detection_adapter)
-        if self.seed is not None:
-            self._metamorphic(o, out)
-        if o.figures["verdict"] in DIVERGENT:
-            o.status, o.stage = Status.MISMATCH, Stage.COMPARE
-
-    def _metamorphic(self, o: RunOutcome, out: list) -> None:
-        meta = compare(out, self.seed, self.s.compare)
-        o.figures["metamorphic_err"] = meta.tol_ratio
-        if o.figures["verdict"] == Verdict.ILL_CONDITIONED and not meta.passed and \
-                compare(self.ref, self.seed, self.s.compare).passed:
-            o.figures["verdict"] = Verdict.TARGET_DIVERGENT  # the reference keeps the seed's meaning; the target does not

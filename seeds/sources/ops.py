@@ -15,6 +15,13 @@ torch version in ``$GAPFUZZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapfuzz``, else 
 ``extra["aten"]`` lists the ATen ops the sample dispatched in eager mode (after composite
 decomposition, so ``conv2d`` shows as ``aten.convolution.default``).
 
+Sizes (``ops/sum/float32/0@1025``): the sample's main dimension (the last one of its first tensor
+that has dimensions) takes the new length in every tensor of the sample that has a dimension of
+that length (a sample of scalars becomes one of vectors of that length), and the values are drawn again from the sample's own values (so a domain such as
+positive inputs or valid indices is kept; indices are wrapped when the dimension shrinks). A
+resized sample is checked as the listing checks samples, and refused (``SizeError``) when it
+fails on the CPU or grows past ``MAX_RESIZED_ELEMENTS``.
+
 Needs the ``expecttest`` package: torch's OpInfo module imports it.
 """
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -37,14 +45,18 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from core.seeding import stable_int
+
 from ..registry import SeedError, SeedSource, register_source
-from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of, stable_int
+from ..sizes import SizedId, SizeError
+from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 
 log = logging.getLogger("gapfuzz.seeds")
 
 SAMPLES_PER_DTYPE = 2  # samples exposed per (op, dtype): keeps the listing in the thousands
 SCAN_LIMIT = 8  # generator positions looked at per (op, dtype) to find them
-INDEX_FORMAT = 1  # bump when the id scheme or the filters change
+INDEX_FORMAT = 2  # bump when the id scheme or the filters change
+MAX_RESIZED_ELEMENTS = 2**20  # per tensor: a square matrix at 4097 is refused, a row of it is not
 
 # Outputs that depend on RNG state or uninitialised memory cannot be compared across stacks.
 _RANDOM_OPS = re.compile(
@@ -143,6 +155,54 @@ def sample_tensors(sample) -> tuple:
     return tuple(x for x in flatten_sample(sample)[0] if isinstance(x, torch.Tensor))
 
 
+def resize(sample, size: int, key: str):
+    """The sample with its main dimension at ``size`` (see the module docstring)."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    leaves, spec = flatten_sample(sample)
+    main = main_dimension(sample)
+    if main is None:
+        raise SizeError("the sample has no non-empty dimension to resize")
+    gen = torch.Generator().manual_seed(stable_int(key))
+
+    def remade(t: torch.Tensor) -> torch.Tensor:
+        if main == 0:  # scalars become vectors
+            shape = [size]
+        elif t.dim() == 0 or main not in t.shape:
+            return t
+        else:
+            shape = [size if s == main else s for s in t.shape]
+        if math.prod(shape) > MAX_RESIZED_ELEMENTS:  # a square matrix: resize its last dimension only
+            shape = list(t.shape[:-1]) + [size if t.shape[-1] == main else t.shape[-1]]
+        if math.prod(shape) > MAX_RESIZED_ELEMENTS:
+            raise SizeError(f"a {list(t.shape)} input would hold over {MAX_RESIZED_ELEMENTS} elements at size {size}")
+        pool = t.detach().reshape(-1)
+        if pool.numel() == 0:
+            return torch.zeros(shape, dtype=t.dtype)
+        if pool.unique().numel() < 2:  # a scalar's one value: draw in make_tensor's range, keeping its sign
+            return _draw(shape, t.dtype, bool((pool >= 0).all()), gen)
+        values = pool[torch.randint(0, pool.numel(), shape, generator=gen)]
+        if not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool) and size < main:
+            if bool(((pool >= 0) & (pool < main)).all()) and size > 0:  # indices into the main dimension
+                values = values % size
+        return values.contiguous()
+
+    leaves = [remade(x) if isinstance(x, torch.Tensor) else x for x in leaves]
+    inp, args, kwargs = pytree.tree_unflatten(leaves, spec)
+    return SampleInput(inp, args=tuple(args), kwargs=dict(kwargs))
+
+
+def _draw(shape: list[int], dtype: torch.dtype, nonnegative: bool, gen: torch.Generator) -> torch.Tensor:
+    """Values in torch's make_tensor range ([-9, 9], or [0, 9] for a non-negative sample)."""
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=gen) < 0.5
+    low = 0 if nonnegative else -9
+    if dtype.is_floating_point or dtype.is_complex:
+        wide = torch.complex128 if dtype.is_complex else torch.float64
+        return (low + (9 - low) * torch.rand(shape, generator=gen, dtype=wide)).to(dtype)
+    return torch.randint(max(low, torch.iinfo(dtype).min), 10, shape, generator=gen, dtype=dtype)
+
+
 class _AtenRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -181,8 +241,16 @@ def probe(op, sample) -> list[str] | None:
     return sorted(str(f) for f in rec.ops)
 
 
-def index_ops(op) -> dict[str, list[str]]:
-    """Seed ids of one OpInfo (with the ATen ops each dispatches); none for random ops."""
+def main_dimension(sample) -> int | None:
+    """The length of the sample's main dimension (the one sizes change): 0 for a sample of scalars
+    only, None when that dimension is empty."""
+    return next((t.shape[-1] for t in sample_tensors(sample) if t.dim() > 0), 0) or (
+        0 if all(t.dim() == 0 for t in sample_tensors(sample)) else None)
+
+
+def index_ops(op, sizable: set[str] | None = None) -> dict[str, list[str]]:
+    """Seed ids of one OpInfo (with the ATen ops each dispatches); none for random ops. Ids whose
+    sample has a main dimension go into ``sizable``."""
     key = op_key(op)
     if op.op is None or _RANDOM_OPS.fullmatch(key) or re.search(r"[^_]_$", op.name):
         return {}
@@ -200,7 +268,10 @@ def index_ops(op) -> dict[str, list[str]]:
                 continue
             aten = probe(op, sample)
             if aten is not None:
-                seeds[f"ops/{key}/{dtype_name(dtype)}/{i}"] = aten
+                seed_id = f"ops/{key}/{dtype_name(dtype)}/{i}"
+                seeds[seed_id] = aten
+                if sizable is not None and main_dimension(sample) is not None:
+                    sizable.add(seed_id)
                 found += 1
     return seeds
 
@@ -212,17 +283,17 @@ def index_path() -> Path:
 def build_index() -> dict:
     """Scans every OpInfo (10-30 s on one core) and writes the index atomically; returns it."""
     t0 = time.perf_counter()
-    seeds, threads = {}, torch.get_num_threads()
+    seeds, sizable, threads = {}, set(), torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: threads only add overhead, and the host may be shared
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for op in op_infos().values():
-                seeds.update(index_ops(op))
+                seeds.update(index_ops(op, sizable))
     finally:
         torch.set_num_threads(threads)
     index = {"torch": torch.__version__, "format": INDEX_FORMAT, "build_s": round(time.perf_counter() - t0, 1),
-             "seeds": seeds}
+             "seeds": seeds, "sizable": sorted(sizable)}
     path = index_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as f:
@@ -234,11 +305,14 @@ def build_index() -> dict:
 
 
 def load_index() -> dict:
-    """The cached index, building it when missing or unreadable."""
+    """The cached index (``seeds``: id -> ATen ops; ``sizable``: ids), built when missing or unreadable."""
     try:
-        return json.loads(index_path().read_text())["seeds"]
-    except (OSError, ValueError, KeyError):
-        return build_index()["seeds"]
+        index = json.loads(index_path().read_text())
+        if isinstance(index["seeds"], dict) and isinstance(index["sizable"], list):
+            return index
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return build_index()
 
 
 @register_source
@@ -248,26 +322,40 @@ class OpsSource(SeedSource):
 
     def __init__(self):
         self._seeds: dict[str, list[str]] | None = None
+        self._sizable: set[str] = set()
 
     def _index(self) -> dict[str, list[str]]:
         if self._seeds is None:
-            self._seeds = load_index()
+            index = load_index()
+            self._seeds, self._sizable = index["seeds"], set(index["sizable"])
         return self._seeds
 
     def list_ids(self) -> list[str]:
         return list(self._index())
 
+    def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
+        self._index()
+        return list(dimension_sizes) if seed_id in self._sizable else []
+
     def build(self, seed_id: str) -> BuiltSeed:
-        aten = self._index().get(seed_id)
+        sized = SizedId.parse(seed_id)
+        aten = self._index().get(sized.base)
         if aten is None:
-            raise SeedError(f"unknown operator seed {seed_id!r} (ids look like ops/add/float16/0)")
-        key, dtype, index = seed_id.split("/", 1)[1].rsplit("/", 2)
+            raise SeedError(f"unknown operator seed {sized.base!r} (ids look like ops/add/float16/0)")
+        key, dtype, index = sized.base.split("/", 1)[1].rsplit("/", 2)
         op, index = op_infos()[key], int(index)
         sample = samples(op, getattr(torch, dtype), index + 1)[index]
+        if sized.size is not None:
+            sample = resize(sample, sized.size, seed_id)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                aten = probe(op, sample)
+            if aten is None:
+                raise SizeError(f"{seed_id}: the sample fails on the CPU at size {sized.size}")
         args = sample_tensors(sample)
         info = SeedInfo(
             id=seed_id, source=self.name, family=op.name, task="operator", output_kind="tensor",
             input_spec=input_spec_of(args, {}), params=0,
-            extra={"op": key, "dtype": dtype, "sample": index, "aten": aten},
+            extra={"op": key, "dtype": dtype, "sample": index, "aten": aten, "size": sized.size},
         )
         return BuiltSeed(info, OpCall(op.op, sample), args)

@@ -10,8 +10,10 @@ import inspect
 
 import torch
 
+from core.seeding import seeded_generator, stable_int
+
 from ..registry import SeedError, SeedSource, register_source
-from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of, seeded_generator, stable_int
+from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 
 # task module -> (task, output kind)
 _TASKS = {

@@ -3,6 +3,9 @@
 Ids are ``hf/<model_type>/<head>``. The listing reads only the auto mapping tables; a build takes the
 model type's default config, shrinks every size attribute it has (recursively through sub-configs)
 while keeping head counts and per-layer patterns consistent, and feeds inputs made for the modality.
+
+Sizes (``hf/bert/masked-lm@33``): the sequence length of text models (up to the tiny config's
+position count); a model whose main input is not token ids is not rebuilt at a size.
 """
 from __future__ import annotations
 
@@ -10,8 +13,11 @@ import inspect
 
 import torch
 
+from core.seeding import seeded_generator, stable_int
+
 from ..registry import SeedError, SeedSource, register_source
-from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of, seeded_generator, stable_int
+from ..sizes import SizedId, SizeError, check_runs
+from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 from ..tiny_config import BASIC_TOKENS, BATCH, IMAGE, RESERVED_IDS, SEQ, VOCAB, is_int, tiny_config
 
 # head -> (auto mapping table in transformers.models.auto.modeling_auto, task, output_kind)
@@ -49,8 +55,14 @@ def _find(config, attr: str, default=None):
     return default
 
 
-def make_inputs(model, config, head: str, gen: torch.Generator) -> dict:
-    """Example inputs for the model's modality, drawn from ``gen``."""
+# Sequence lengths up to the tiny configs' 64 positions: 1, primes and 2^k+-1.
+SEQUENCE_LENGTHS = (1, 2, 3, 5, 7, 13, 15, 17, 31, 32, 33, 63, 64)
+TEXT_HEADS = ("base", "causal-lm", "masked-lm", "seq2seq-lm", "sequence-classification", "token-classification",
+              "question-answering", "multiple-choice")
+
+
+def make_inputs(model, config, head: str, gen: torch.Generator, seq: int = SEQ) -> dict:
+    """Example inputs for the model's modality, drawn from ``gen``; ``seq`` tokens per text."""
     params = inspect.signature(model.forward).parameters
     main = model.main_input_name
     if main not in params:  # a stale main_input_name: take the first input the forward does accept
@@ -61,7 +73,7 @@ def make_inputs(model, config, head: str, gen: torch.Generator) -> dict:
     high = vocab - RESERVED_IDS if vocab > 2 * RESERVED_IDS else vocab
     specials = [v for k in BASIC_TOKENS if is_int(v := getattr(text_cfg, k, None)) and v < high // 2]
     low = max(specials, default=-1) + 1  # plain text: no stray bos/eos/pad inside the sequence
-    shape = (BATCH, 2, SEQ) if head == "multiple-choice" else (BATCH, SEQ)
+    shape = (BATCH, 2, seq) if head == "multiple-choice" else (BATCH, seq)
 
     def ids(s=shape):
         return torch.randint(low, high, s, generator=gen)
@@ -89,7 +101,7 @@ def make_inputs(model, config, head: str, gen: torch.Generator) -> dict:
         shape = (1, *frames_by_bins) if all(frames_by_bins) else (1, 3200)
         inputs["input_values"] = torch.randn(shape, generator=gen)
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-        inputs["decoder_input_ids"] = ids((inputs[main].shape[0], SEQ))  # as long as the encoder's
+        inputs["decoder_input_ids"] = ids((inputs[main].shape[0], seq))  # as long as the encoder's
     return inputs
 
 
@@ -127,10 +139,14 @@ class TransformersSource(SeedSource):
                if _class_name(cls) in known]
         return sorted(ids)
 
+    def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
+        return list(SEQUENCE_LENGTHS) if seed_id.rsplit("/", 1)[-1] in TEXT_HEADS else []
+
     def build(self, seed_id: str) -> BuiltSeed:
         import transformers
 
-        parts = seed_id.split("/")
+        sized = SizedId.parse(seed_id)
+        parts = sized.base.split("/")
         table = self._table(parts[2]) if len(parts) == 3 and parts[2] in HEADS else {}
         if parts[0] != self.prefix or parts[1] not in table:
             raise SeedError(f"unknown transformers seed id {seed_id!r} (expected hf/<model_type>/<head>, "
@@ -143,14 +159,17 @@ class TransformersSource(SeedSource):
             config = config.get_text_config(decoder=True)
         if head == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config.get_text_config(decoder=True), "vocab_size", VOCAB) - 1
-        torch.manual_seed(stable_int(seed_id))
+        torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
         model = model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager").eval()
-        kwargs = make_inputs(model, model.config, head, seeded_generator(seed_id + "#input"))
+        kwargs = make_inputs(model, model.config, head, seeded_generator(seed_id + "#input"), sized.size or SEQ)
+        if sized.size is not None and "input_ids" not in kwargs:
+            raise SizeError(f"{seed_id}: its main input is not token ids, so it has no sequence length to change")
         _, task, output_kind = HEADS[head]
         info = SeedInfo(id=seed_id, source=self.name, family=model_type, task=task, output_kind=output_kind,
                         input_spec=input_spec_of((), kwargs), params=count_params(model),
                         extra={"model_class": model_cls.__name__})
-        return BuiltSeed(info, model, (), kwargs)
+        built = BuiltSeed(info, model, (), kwargs)
+        return built if sized.size is None else check_runs(built, sized.size)
 
 
 def _class_name(entry) -> str:

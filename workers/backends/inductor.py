@@ -9,16 +9,17 @@ from .eager import to_device
 
 
 def prepare_inductor(gm, example_inputs, device, options):
-    """``mode`` (a torch.compile mode) or Inductor config keys; compiles lazily, on the first call."""
+    """``mode`` (a torch.compile mode), ``dynamic`` (compile for dynamic shapes: a separate code
+    generation path, with symbolic sizes) or Inductor config keys; compiles lazily, on the first call."""
     options = dict(options)
-    mode = options.pop("mode", None)
+    mode, dynamic = options.pop("mode", None), bool(options.pop("dynamic", False))
     kwargs = {"mode": mode} if mode else {"options": options or None}
-    return torch.compile(to_device(gm, device), backend="inductor", dynamic=False, fullgraph=False, **kwargs), {}
+    return torch.compile(to_device(gm, device), backend="inductor", dynamic=dynamic, fullgraph=False, **kwargs), {}
 
 
 @register_backend
 class Inductor(Backend):
-    """Options: ``mode`` (torch.compile mode) and any Inductor config key, e.g. ``freezing``."""
+    """Options: ``mode`` (torch.compile mode), ``dynamic: true`` and any Inductor config key, e.g. ``freezing``."""
 
     name = "inductor"
     devices = ("cpu", "cuda", "xpu")
@@ -27,7 +28,7 @@ class Inductor(Backend):
 
     @classmethod
     def known_options(cls):
-        return ["mode", *inductor_config_keys()]
+        return ["mode", "dynamic", *inductor_config_keys()]
 
 
 def inductor_config_keys() -> list[str]:

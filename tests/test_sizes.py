@@ -1,0 +1,86 @@
+"""The size axis: seeds rebuilt at other sizes, chosen in bands, planned as seeds of their own."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fuzzer.campaign import CampaignError, from_dict
+from fuzzer.plan import plan, select_seeds, with_sizes
+from seeds import create_seed
+from seeds.sizes import DIMENSION_SIZES, SizedId, SizeError, choose
+from seeds.sources.ops import resize
+from torch.testing._internal.opinfo.core import SampleInput
+
+BASE = {"backends": {"targets": ["inductor@cpu"]}}
+
+
+def test_a_sized_id_reads_back_and_refuses_a_size_that_is_no_number():
+    assert SizedId.parse("ops/sum/float32/0@1025") == SizedId("ops/sum/float32/0", 1025)
+    assert str(SizedId("timm/test_vit", 48)) == "timm/test_vit@48"
+    assert SizedId.parse("timm/test_vit").size is None
+    with pytest.raises(Exception, match="whole number"):
+        SizedId.parse("timm/test_vit@big")
+
+
+def test_every_draw_holds_a_small_a_middle_and_a_large_size():
+    for key in range(50):
+        small, middle, large = choose(DIMENSION_SIZES, 3, str(key))
+        assert small <= 17 and 31 <= middle <= 1024 and large > 1024
+    assert choose(DIMENSION_SIZES, 3, "a") == choose(DIMENSION_SIZES, 3, "a")
+    assert choose([5, 6], 3, "a") == [5, 6] and choose(DIMENSION_SIZES, 0, "a") == []
+
+
+def test_an_operator_sample_is_rebuilt_with_its_main_dimension_at_the_size():
+    seed = create_seed("ops/sum/float32/0@1025")  # a scalar sample becomes a vector
+    assert [tuple(t.shape) for t in seed.args] == [(1025,)] and seed.info.extra["size"] == 1025
+    assert seed.args[0].unique().numel() > 100  # values drawn, not one value repeated
+    mm = create_seed("ops/mm/float32/0")
+    big = create_seed("ops/mm/float32/0@129")
+    side = mm.args[0].shape[-1]
+    assert all(s == 129 or s in mm.args[0].shape + mm.args[1].shape for t in big.args for s in t.shape)
+    assert side != 129 and any(129 in t.shape for t in big.args)
+    assert torch.isfinite(big.model(*big.args)).all()
+
+
+def test_a_size_a_seed_cannot_take_is_refused_with_a_reason():
+    with pytest.raises(SizeError, match="does not run at size 33: .*divisible by patch size"):
+        create_seed("timm/test_vit@33")
+    with pytest.raises(SizeError, match="no non-empty dimension"):
+        resize(SampleInput(torch.zeros(3, 0)), 5, "key")
+    assert create_seed("timm/test_resnet@65").args[0].shape[-2:] == (65, 65)
+
+
+def test_a_model_keeps_its_weights_at_every_size():
+    a, b = create_seed("timm/test_resnet"), create_seed("timm/test_resnet@96")
+    assert b.args[0].shape[-2:] == (96, 96) and torch.equal(a.model.fc.weight, b.model.fc.weight)
+    vit = create_seed("timm/test_vit@96")  # built for its size: the patch grid follows it
+    assert vit.args[0].shape[-1] == 96 and vit.model.patch_embed.img_size == (96, 96)
+    bert = create_seed("hf/bert/masked-lm@33")
+    assert bert.kwargs["input_ids"].shape[-1] == 33
+
+
+def test_a_campaign_plans_its_sizes_as_seeds_of_their_own_with_fewer_variants():
+    c = from_dict({**BASE, "seeds": [{"source": "ops", "include": ["ops/sum/float32/0"]},
+                                     {"source": "timm", "include": ["test_vit"]}],
+                   "variants": {"per_seed": 3}, "sizes": {"per_seed": 2, "variants": 1}})
+    ids = with_sizes(c, select_seeds(c))
+    assert ids[0] == "ops/sum/float32/0" and ids[3] == "timm/test_vit" and len(ids) == 6
+    assert all(SizedId.parse(i).size is not None for i in ids[1:3] + ids[4:])
+    counts = {w.seed_id: len(w.indices) for w in plan(c, ids, set())}
+    assert counts["ops/sum/float32/0"] == 3 and counts[ids[1]] == 1
+    off = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_vit"]}], "sizes": {"per_seed": 0}})
+    assert with_sizes(off, select_seeds(off)) == ["timm/test_vit"]
+
+
+@pytest.mark.parametrize("sizes, message", [({"values": []}, "sizes.values"), ({"per_seed": -1}, "sizes.per_seed"),
+                                            ({"values": [3, -2]}, "sizes.values"), ({"variant": 1}, "variant")])
+def test_bad_size_keys_are_one_line_naming_the_key(sizes, message):
+    with pytest.raises(CampaignError, match=message):
+        from_dict({**BASE, "seeds": [{"source": "timm"}], "sizes": sizes})
+
+
+def test_inductor_takes_dynamic_shapes_as_an_option():
+    from workers.backends.inductor import Inductor
+
+    assert Inductor().check_options({"dynamic": True}) is None
+    assert "did you mean 'dynamic'" in Inductor().check_options({"dynamc": True})

@@ -1,0 +1,57 @@
+"""Tiers 1 and 3 and attribution: a target's outputs against the reference, blamed with the oracle.
+
+``judge_outputs`` is the one function that turns outputs into a record's comparison columns; the
+campaign's ``Judge`` calls it for every run, and a reproducer copies it, so both decide alike.
+"""
+from __future__ import annotations
+
+from core.bugs import DIVERGENT, Stage, Status, Verdict
+
+from .compare import Settings, attribute, compare
+from .messages import JudgeSettings, RunRequest
+from .outcome import RunOutcome
+from .task import canonicalize, task_agreement
+
+
+def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings, kind: str, names: list,
+                  detection_adapter: bool = True) -> dict:
+    """Tiers 1 and 3 of one target's outputs against the reference, attributed with the oracle:
+    the record's comparison columns (a reproducer judges with this very function)."""
+    v = attribute(out, ref, oracle, settings)
+    figures = v.columns()
+    figures.update(task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
+    return figures
+
+
+class Judge:
+    """Tiers 1 and 3 and attribution for one target's outputs; the seed's outputs, for a
+    semantics-preserving variant, break the tie when the fp64 oracle cannot."""
+
+    def __init__(self, s: JudgeSettings, request: RunRequest, ref: list | None, oracle: list | None,
+                 seed_outputs: list | None):
+        self.s, self.kind, self.names = s, request.output_kind, request.output_names
+        boxes = self.kind == "boxes" and s.detection_adapter
+        self.canon = lambda out: None if out is None else (canonicalize(out, self.names) if boxes else out)
+        self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
+
+    def __call__(self, o: RunOutcome, outputs: list) -> None:
+        if self.ref is None:
+            o.figures = {"verdict": Verdict.NO_REFERENCE}
+            return
+        out = self.canon(outputs)
+        if o.backend == self.s.oracle:
+            o.figures = {**attribute(out, self.ref, None, self.s.compare).columns(), "verdict": Verdict.ORACLE}
+            return
+        o.figures = judge_outputs(out, self.ref, self.oracle, self.s.compare, self.kind, self.names,
+                                  self.s.detection_adapter)
+        if self.seed is not None:
+            self._metamorphic(o, out)
+        if o.figures["verdict"] in DIVERGENT:
+            o.status, o.stage = Status.MISMATCH, Stage.COMPARE
+
+    def _metamorphic(self, o: RunOutcome, out: list) -> None:
+        meta = compare(out, self.seed, self.s.compare)
+        o.figures["metamorphic_err"] = meta.tol_ratio
+        if o.figures["verdict"] == Verdict.ILL_CONDITIONED and not meta.passed and \
+                compare(self.ref, self.seed, self.s.compare).passed:
+            o.figures["verdict"] = Verdict.TARGET_DIVERGENT  # the reference keeps the seed's meaning; the target does not

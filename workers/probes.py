@@ -1,0 +1,255 @@
+"""Input probes: several input sets per prepared (variant, backend), so a defect that depends on the
+values fed to a graph is found every time, not when a mutation happens to draw them.
+
+A probe is a kind and the parameters that replay it; ``make_inputs`` turns the capture's example
+inputs into the probe's, deterministically, in any process. Each kind applies only where it makes
+sense: an input a graph uses as an index keeps its valid indices, a mask stays a mask, integer
+extremes go only to integers used as numbers. ``choose`` picks a variant's probes: the example
+first, then the kinds round-robin (a special value, a magnitude, an integer or bool corner, ...),
+so that a few probes already cover every family that applies. Layout probes (the same values laid
+out channels-last, transposed or as a strided view) come last: a compiler that specialises on
+strides (Inductor) compiles again for each, so they are reached only with more probes per variant.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from core.bugs import EXAMPLE_PROBE, Status
+from core.seeding import stable_int
+
+aten = torch.ops.aten
+EXAMPLE = EXAMPLE_PROBE
+KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "layout")
+
+# int inputs used only by these stay numbers (and get integer extremes); any other use makes them indices
+_ARITHMETIC = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.div.Tensor_mode,
+               aten.remainder.Tensor, aten.fmod.Tensor, aten.neg.default, aten.abs.default, aten.sum.default,
+               aten.sum.dim_IntList, aten.cumsum.default, aten.prod.default, aten.maximum.default,
+               aten.minimum.default, aten.clamp.default, aten.bitwise_and.Tensor, aten.bitwise_or.Tensor,
+               aten.bitwise_xor.Tensor, aten.bitwise_not.default, aten.eq.Tensor, aten.ne.Tensor, aten.lt.Tensor,
+               aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.mean.default, aten.amax.default,
+               aten.amin.default, aten.sign.default, aten.square.default, aten.pow.Tensor_Scalar,
+               aten.floor_divide.default, aten.lcm.default, aten.gcd.default, aten.bitwise_left_shift.Tensor,
+               aten.bitwise_right_shift.Tensor, aten.add.Scalar, aten.mul.Scalar, aten.sub.Scalar}
+MAGNITUDES = {"tiny": 1e-4, "unit": 1.0, "large": 1e4, "overflow": None}  # None: near the dtype's largest
+SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0, "subnormal": None}
+PATTERNS = ("single", "row", "channel", "window")
+INTEGER_CORNERS = ("max", "min", "zero", "minus-one", "overflow-sum")
+LAYOUTS = ("channels-last", "transposed", "strided")
+
+# the order probes are chosen in: each round takes the next of every family that applies
+_ROUNDS = [
+    [("special", {"value": "nan", "pattern": "single"}), ("random", {"magnitude": "large"}),
+     ("integer", {"corner": "max"}), ("bool", {"value": True})],
+    [("special", {"value": "inf", "pattern": "single"}), ("random", {"magnitude": "tiny"}),
+     ("integer", {"corner": "min"}), ("bool", {"value": False})],
+    [("special", {"value": "-inf", "pattern": "single"}), ("ties", {}), ("integer", {"corner": "overflow-sum"})],
+    [("special", {"value": "-0.0", "pattern": "single"}), ("random", {"magnitude": "overflow"}),
+     ("integer", {"corner": "minus-one"})],
+    [("special", {"value": "nan", "pattern": "row"}), ("special", {"value": "subnormal", "pattern": "single"}),
+     ("integer", {"corner": "zero"})],
+    [("special", {"value": "nan", "pattern": "channel"}), ("random", {"magnitude": "unit"})],
+    [("special", {"value": "nan", "pattern": "window"}), ("special", {"value": "inf", "pattern": "row"})],
+    [("layout", {"layout": layout}) for layout in LAYOUTS],
+]
+_NEEDS = {"special": "value", "random": "value", "ties": "value", "integer": "integer", "bool": "mask",
+          "layout": "any"}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One input set: a kind, its parameters and the seed of its positions."""
+
+    kind: str = EXAMPLE
+    params: tuple = ()  # sorted (key, value) pairs
+    seed: int = 0
+
+    @classmethod
+    def of(cls, kind: str, params: dict | None = None, seed: int = 0) -> Probe:
+        return cls(kind, tuple(sorted((params or {}).items())), seed)
+
+    @property
+    def name(self) -> str:
+        """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
+        params = dict(self.params)
+        return ":".join([self.kind, *(str(params[k]) for k in ("value", "magnitude", "corner", "pattern", "layout")
+                                      if k in params)])
+
+    def recipe(self) -> str:
+        return json.dumps({"kind": self.kind, **dict(self.params), "seed": self.seed}, sort_keys=True)
+
+    @classmethod
+    def from_recipe(cls, text: str | None) -> Probe:
+        d = json.loads(text or "{}")
+        kind, seed = d.pop("kind", EXAMPLE), int(d.pop("seed", 0))
+        return cls.of(kind, d, seed)
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """How many probes per variant, of which kinds (globs over KINDS), and the campaign's seed."""
+
+    per_variant: int = 8
+    kinds: tuple = ("*",)
+    campaign_seed: int = 0
+
+
+@dataclass
+class ProbeRun:
+    """One probe's call on a prepared backend: its outputs, or what it raised."""
+
+    probe: Probe
+    outputs: list | None = None
+    status: Status = Status.OK  # or error / unsupported / oom, from what the call raised
+    error_type: str | None = None
+    message: str | None = None
+    run_s: float | None = None
+    input_checksum: str | None = None
+
+
+def roles(gm: fx.GraphModule, inputs: tuple) -> list[str]:
+    """Per input: value (floating), mask (bool), integer (a number) or index (anything else integral)."""
+    out = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, t in zip(placeholders, inputs):
+        if not isinstance(t, torch.Tensor):
+            out.append("index")
+        elif t.is_floating_point() or t.is_complex():
+            out.append("value")
+        elif t.dtype == torch.bool:
+            out.append("mask")
+        else:
+            numeric = node.users and all(u.op == "call_function" and u.target in _ARITHMETIC for u in node.users)
+            out.append("integer" if numeric else "index")
+    return out
+
+
+def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_id: str) -> list[Probe]:
+    """The variant's probes, the example first; the same list in every process."""
+    have = set(roles(gm, inputs))
+    allowed = [k for k in KINDS if any(fnmatch.fnmatchcase(k, p) for p in settings.kinds)]
+    seed = stable_int(f"{settings.campaign_seed}/{variant_id}/probes")
+    chosen = [Probe()]
+    for k, (kind, params) in enumerate(p for round_ in _ROUNDS for p in round_):
+        if len(chosen) >= settings.per_variant:
+            break
+        if kind in allowed and (_NEEDS[kind] in have or _NEEDS[kind] == "any" and _layable(inputs)):
+            chosen.append(Probe.of(kind, params, (seed + k) % (1 << 31)))
+    return chosen if EXAMPLE in allowed else chosen[1:]
+
+
+def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
+    """The probe's inputs (new tensors; the example is left alone), on the example's devices."""
+    if probe.kind == EXAMPLE:
+        return tuple(inputs)
+    params = dict(probe.params)
+    g = torch.Generator().manual_seed(probe.seed)
+    return tuple(_probe_one(t, role, probe.kind, params, g) if isinstance(t, torch.Tensor) else t
+                 for t, role in zip(inputs, input_roles))
+
+
+def _layable(inputs: tuple) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.dim() >= 1 and t.numel() > 1 for t in inputs)
+
+
+def _probe_one(t: torch.Tensor, role: str, kind: str, params: dict, g: torch.Generator) -> torch.Tensor:
+    if kind == "layout":
+        return _laid_out(t, params["layout"])
+    if role != _NEEDS.get(kind) or t.numel() == 0:
+        return t
+    cpu = t.detach().cpu()
+    if kind == "bool":
+        out = torch.full_like(cpu, bool(params["value"]))
+    elif kind == "integer":
+        out = torch.full_like(cpu, _integer_corner(cpu.dtype, params["corner"]))
+    elif kind == "ties":
+        out = torch.full_like(cpu, 0.5)
+    elif kind == "random":
+        out = _random(cpu, params["magnitude"], g)
+    else:
+        out = _special(cpu, params["value"], params["pattern"], g)
+    return out.to(t.device)
+
+
+def _laid_out(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values in another memory layout: channels-last (4-D), column-major in the last two
+    dimensions, or every other element of a buffer twice as long (a strided view)."""
+    if t.dim() == 0 or t.numel() <= 1:
+        return t
+    if layout == "channels-last" and t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if layout in ("channels-last", "transposed") and t.dim() >= 2:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    buffer = torch.zeros((*t.shape[:-1], 2 * t.shape[-1]), dtype=t.dtype, device=t.device)
+    view = buffer[..., ::2]
+    view.copy_(t)
+    return view
+
+
+def _integer_corner(dtype: torch.dtype, corner: str) -> int:
+    info = torch.iinfo(dtype)
+    return {"max": info.max, "min": info.min, "zero": 0, "minus-one": -1 if info.min < 0 else info.max,
+            "overflow-sum": info.max // 2 + 1}[corner]
+
+
+def _random(t: torch.Tensor, magnitude: str, g: torch.Generator) -> torch.Tensor:
+    real = t.real if t.is_complex() else t
+    scale = MAGNITUDES[magnitude]
+    if scale is None:  # near overflow: a quarter to a half of the largest finite value
+        top = torch.finfo(real.dtype).max
+        u = torch.rand(t.shape, generator=g, dtype=torch.float64)
+        sign = torch.where(torch.rand(t.shape, generator=g) < 0.5, -1.0, 1.0).double()
+        return (sign * top * (0.25 + 0.25 * u)).to(t.dtype)
+    return (torch.randn(t.shape, generator=g, dtype=torch.float64) * scale).to(t.dtype)
+
+
+def _special(t: torch.Tensor, value: str, pattern: str, g: torch.Generator) -> torch.Tensor:
+    real = t.real if t.is_complex() else t
+    v = torch.finfo(real.dtype).smallest_normal / 4 if value == "subnormal" else SPECIALS[value]
+    out = t.clone()
+    if value == "-0.0" and pattern == "single":
+        out = torch.where(out == 0, torch.full_like(out, -0.0), out)  # every zero signed, and one more
+    if pattern == "single" or out.dim() == 0:
+        flat = out.reshape(-1)
+        flat[int(torch.randint(flat.numel(), (1,), generator=g))] = v
+        return flat.reshape(t.shape)
+    if pattern == "row":  # one index of the second-to-last dim: a whole row (the last dim)
+        dim = max(0, out.dim() - 2)
+    elif pattern == "channel":
+        dim = 1 if out.dim() >= 2 else 0
+    else:  # a window: a run of up to eight along the last dim, at one place of the others
+        dim = out.dim() - 1
+        start = int(torch.randint(max(1, out.shape[dim] - 7), (1,), generator=g))
+        index = tuple(int(torch.randint(s, (1,), generator=g)) for s in out.shape[:-1])
+        out[index + (slice(start, start + 8),)] = v
+        return out
+    out.select(dim, int(torch.randint(out.shape[dim], (1,), generator=g))).fill_(v)
+    return out
+
+
+def run_probes(call, inputs: tuple, input_roles: list[str], probes: list[Probe]) -> list[ProbeRun]:
+    """Each probe through ``call(inputs) -> host outputs`` (the prepared backend); what one raises is its result."""
+    from core.bugs import describe, status_of_error
+    from core.ir import checksum
+
+    runs = []
+    for probe in probes:
+        fed = make_inputs(inputs, input_roles, probe)
+        sums = checksum((str(i), t) for i, t in enumerate(fed) if isinstance(t, torch.Tensor))
+        t0 = time.perf_counter()
+        try:
+            outputs = call(fed)
+        except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
+            d = describe(e)
+            runs.append(ProbeRun(probe, None, status_of_error(d["error_type"], d["message"]), d["error_type"],
+                                 d["message"], time.perf_counter() - t0, sums))
+            continue
+        runs.append(ProbeRun(probe, outputs, run_s=time.perf_counter() - t0, input_checksum=sums))
+    return runs
