@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from seeds.sizes import DIMENSION_SIZES
+from workers.probes import DEFAULT_KINDS
 
 # Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
@@ -98,7 +99,7 @@ DEFAULTS = {
     "capture": {"max_params": 100_000_000, "timeout_s": 600, "cache": True},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
                  "guidance": "uniform", "max_tries": 8},
-    "probes": {"per_variant": 8, "kinds": ["*"]},
+    "probes": {"per_variant": 8, "kinds": list(DEFAULT_KINDS)},
     "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES)},
     "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
     "pools": {},

@@ -60,7 +60,7 @@ class Driver:
         self.ref_name = campaign.reference.name
         self.oracle_name = campaign.oracle.name if campaign.oracle else None
         self.home = campaign.reference.device
-        self.progress = Progress(0, enabled=progress)
+        self.progress = Progress(0, unit="pairs", enabled=progress)  # (variant, backend) pairs: a pair runs all its probes
         self.stats = SessionStats(self.run_dir)
         self.sink = RecordSink(self.run_dir, campaign.run.flush_every, self.progress, self.stats)
         self.feedback = Feedback(campaign.variants.mutators)

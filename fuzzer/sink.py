@@ -17,6 +17,7 @@ from pathlib import Path
 from analysis.catalog import Catalog, CatalogRow
 from analysis.schema import RunRecord
 from analysis.store import RecordStore
+from core.bugs import Status
 
 from .progress import Progress
 from .session import SessionStats
@@ -35,8 +36,13 @@ class RecordSink:
         self.written = 0
 
     def records(self, records: list[RunRecord]) -> None:
+        pairs: dict[tuple[str, str], str] = {}  # progress counts (variant, backend) pairs, not probes
         for r in records:
-            self.progress.status[r.status] += 1
+            key = (r.variant_id, r.backend)
+            if key not in pairs or pairs[key] == Status.OK:
+                pairs[key] = r.status  # a pair shows the first probe that did not end ok
+        for status in pairs.values():
+            self.progress.status[status] += 1
         self.records_pending += records
         if len(self.records_pending) >= self.flush_every or time.monotonic() - self.flushed > MAX_AGE_S:
             self.flush()

@@ -5,7 +5,8 @@
         [--annotations docs/findings/annotations.yaml]
 
 The class and note of each finding are read from the annotations file (cluster id ->
-{class: defect|documented|tolerance|reference|open|harness, note: ...}; ``_summary``: a paragraph;
+{class: defect|documented|tolerance|reference|open|harness, note: ...}; ``_title``: the heading;
+``_summary``: a paragraph;
 ``_by_message``: rules {name, match, class, note} for clusters with no entry of their own),
 so that regenerating the tables never loses them. Reproducers are linked when
 ``docs/findings/<cluster-id>/repro.py`` exists.
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from analysis.api import load_run
-from analysis.findings import CLASSES, render
-from analysis.store import ResultsError
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis.api import load_run  # noqa: E402
+from analysis.findings import CLASSES, render  # noqa: E402
+from analysis.store import ResultsError  # noqa: E402
 
 
 def main() -> int:
@@ -44,9 +47,11 @@ def main() -> int:
               f"(one of {', '.join(CLASSES)})", file=sys.stderr)
         return 2
     command = f"python scripts/findings_doc.py {a.run_dir}"
+    if a.out != p.get_default("out") or a.annotations != p.get_default("annotations"):
+        command += f" --out {a.out} --annotations {a.annotations}"
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(run, notes, notes_file.parent, command))
+    out.write_text(render(run, notes, notes_file.parent, command, a.annotations))
     print(f"wrote {out} ({len(run)} records)")
     return 0
 

@@ -25,6 +25,11 @@ DIMENSION_SIZES = (0, 1, 2, 3, 5, 7, 13, 17,
                    31, 32, 33, 127, 128, 129, 1023, 1024,
                    1025, 1031, 2047, 2048, 2049, 4095, 4096, 4097)
 
+# Image sides around the native 160-299 of vision models: small (deep strides run out), odd and
+# 2^k+-1; models built for a fixed size (patch grids, windows) get multiples of 16 only.
+IMAGE_SIDES = (32, 33, 47, 48, 63, 64, 65, 96, 127, 128, 129, 192, 255, 256, 257)
+PATCH_GRID_SIDES = (32, 48, 64, 96, 128, 192, 256)
+
 
 class SizeError(SeedError):
     """A seed that cannot be rebuilt at the size asked for (recorded as skipped)."""

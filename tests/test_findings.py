@@ -92,3 +92,17 @@ def test_a_message_rule_classes_the_clusters_without_a_note(tmp_path):
     bad = notes.replace("class: harness", "class: oops")
     proc, _ = _doc(tmp_path, run_dir, bad)
     assert proc.returncode == 2 and "_by_message rule 'never'" in proc.stderr
+
+
+def test_a_study_has_its_own_title_and_counts_its_defects_per_cpu_hour(tmp_path):
+    run_dir = _run(tmp_path / "run")
+    crash = load_run(run_dir).clusters(kind="crash")["cluster"].iloc[0]
+    notes = f"_title: Operators over values and sizes\n{crash}: {{class: defect, note: OpenVINO lacks hypot.}}\n"
+    proc, out = _doc(tmp_path, run_dir, notes)
+    assert proc.returncode == 0 and out.read_text().startswith("# Operators over values and sizes\n")
+    ann = tmp_path / "findings" / "annotations.yaml"
+    study = subprocess.run([sys.executable, str(SCRIPT.parent / "input_axis_study.py"), str(run_dir), str(run_dir),
+                            "--annotations", str(ann)], capture_output=True, text=True)
+    assert study.returncode == 0, study.stderr
+    assert "| 0.028 | 1 | 36 | 1 | 36 |" in study.stdout.replace("  ", " ")  # 1 defect in 100 s of worker time
+    assert f"{crash} (1 runs)" in study.stdout

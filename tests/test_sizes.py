@@ -84,3 +84,13 @@ def test_inductor_takes_dynamic_shapes_as_an_option():
 
     assert Inductor().check_options({"dynamic": True}) is None
     assert "did you mean 'dynamic'" in Inductor().check_options({"dynamc": True})
+
+
+def test_torchvision_rebuilds_classifiers_at_a_size_and_not_detectors():
+    from seeds.registry import source_of
+
+    assert create_seed("tv/squeezenet1_1@65").args[0].shape[-2:] == (65, 65)
+    assert source_of("tv/squeezenet1_1").size_points("tv/squeezenet1_1", []) != []
+    assert source_of("tv/fasterrcnn_resnet50_fpn").size_points("tv/fasterrcnn_resnet50_fpn", []) == []
+    with pytest.raises(SizeError, match="only classification and segmentation"):
+        create_seed("tv/fasterrcnn_resnet50_fpn@64")

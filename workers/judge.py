@@ -5,6 +5,8 @@ campaign's ``Judge`` calls it for every run, and a reproducer copies it, so both
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.bugs import DIVERGENT, Stage, Status, Verdict
 
 from .compare import Settings, attribute, compare
@@ -21,6 +23,25 @@ def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings,
     figures = v.columns()
     figures.update(task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
     return figures
+
+
+@dataclass(frozen=True)
+class RefusedProbe:
+    """The reference failed on a probe: that input is outside what the model accepts (an integer
+    division by zero, a view of a layout it cannot view), so no target is to blame for failing it."""
+
+    error_type: str
+    message: str
+
+    def excuse(self, o: RunOutcome) -> None:
+        """A target's outcome on this probe: an error is skipped (the reference raised too); a crash,
+        timeout or out-of-memory stays a finding; a result has no reference to compare with."""
+        if o.status in (Status.ERROR, Status.UNSUPPORTED):
+            o.status = Status.SKIPPED
+            o.message = f"the reference fails on this probe too ({self.error_type}: {self.message[:200]}); " \
+                        f"this stack: {o.message or ''}"[:2000]
+        elif o.status == Status.OK:
+            o.figures = {"verdict": Verdict.NO_REFERENCE}
 
 
 class Judge:

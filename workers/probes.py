@@ -3,12 +3,13 @@ values fed to a graph is found every time, not when a mutation happens to draw t
 
 A probe is a kind and the parameters that replay it; ``make_inputs`` turns the capture's example
 inputs into the probe's, deterministically, in any process. Each kind applies only where it makes
-sense: an input a graph uses as an index keeps its valid indices, a mask stays a mask, integer
-extremes go only to integers used as numbers. ``choose`` picks a variant's probes: the example
+sense: an input a graph uses as an index keeps its valid indices (an index probe reorders them), a
+mask stays a mask, integer extremes go only to integers used as numbers. ``choose`` picks a variant's probes: the example
 first, then the kinds round-robin (a special value, a magnitude, an integer or bool corner, ...),
 so that a few probes already cover every family that applies. Layout probes (the same values laid
-out channels-last, transposed or as a strided view) come last: a compiler that specialises on
-strides (Inductor) compiles again for each, so they are reached only with more probes per variant.
+out channels-last, transposed or as a strided view) are asked for by name (``kinds: ["*"]`` or
+``[..., layout]``) and come last: a compiler that specialises on strides (Inductor) compiles again
+for each, which costs more than all the other probes of a small graph together.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from core.seeding import stable_int
 
 aten = torch.ops.aten
 EXAMPLE = EXAMPLE_PROBE
-KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "layout")
+KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "layout")
+DEFAULT_KINDS = KINDS[:-1]  # layouts are asked for by name: Inductor compiles again for each one
 
 # int inputs used only by these stay numbers (and get integer extremes); any other use makes them indices
 _ARITHMETIC = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.div.Tensor_mode,
@@ -41,26 +43,30 @@ _ARITHMETIC = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tenso
 MAGNITUDES = {"tiny": 1e-4, "unit": 1.0, "large": 1e4, "overflow": None}  # None: near the dtype's largest
 SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0, "subnormal": None}
 PATTERNS = ("single", "row", "channel", "window")
-INTEGER_CORNERS = ("max", "min", "zero", "minus-one", "overflow-sum")
+INTEGER_CORNERS = ("max", "min", "zero", "minus-one", "overflow-sum", "random")  # random: over the whole range
+MASKS = (True, False, "random", "single", "alternating")  # all, none, half at random, one, every other
+ORDERS = ("reversed", "shuffled")  # an index tensor's own values in another order: still valid indices
 LAYOUTS = ("channels-last", "transposed", "strided")
 
 # the order probes are chosen in: each round takes the next of every family that applies
 _ROUNDS = [
     [("special", {"value": "nan", "pattern": "single"}), ("random", {"magnitude": "large"}),
-     ("integer", {"corner": "max"}), ("bool", {"value": True})],
+     ("integer", {"corner": "max"}), ("bool", {"value": True}), ("index", {"order": "reversed"})],
     [("special", {"value": "inf", "pattern": "single"}), ("random", {"magnitude": "tiny"}),
-     ("integer", {"corner": "min"}), ("bool", {"value": False})],
-    [("special", {"value": "-inf", "pattern": "single"}), ("ties", {}), ("integer", {"corner": "overflow-sum"})],
+     ("integer", {"corner": "min"}), ("bool", {"value": False}), ("index", {"order": "shuffled"})],
+    [("special", {"value": "-inf", "pattern": "single"}), ("ties", {}), ("integer", {"corner": "overflow-sum"}),
+     ("bool", {"value": "random"})],
     [("special", {"value": "-0.0", "pattern": "single"}), ("random", {"magnitude": "overflow"}),
-     ("integer", {"corner": "minus-one"})],
+     ("integer", {"corner": "minus-one"}), ("bool", {"value": "single"})],
     [("special", {"value": "nan", "pattern": "row"}), ("special", {"value": "subnormal", "pattern": "single"}),
-     ("integer", {"corner": "zero"})],
-    [("special", {"value": "nan", "pattern": "channel"}), ("random", {"magnitude": "unit"})],
+     ("integer", {"corner": "zero"}), ("bool", {"value": "alternating"})],
+    [("special", {"value": "nan", "pattern": "channel"}), ("random", {"magnitude": "unit"}),
+     ("integer", {"corner": "random"})],
     [("special", {"value": "nan", "pattern": "window"}), ("special", {"value": "inf", "pattern": "row"})],
     [("layout", {"layout": layout}) for layout in LAYOUTS],
 ]
 _NEEDS = {"special": "value", "random": "value", "ties": "value", "integer": "integer", "bool": "mask",
-          "layout": "any"}
+          "index": "index", "layout": "any"}
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,7 @@ class Probe:
     def name(self) -> str:
         """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
         params = dict(self.params)
-        return ":".join([self.kind, *(str(params[k]) for k in ("value", "magnitude", "corner", "pattern", "layout")
+        return ":".join([self.kind, *(str(params[k]) for k in ("value", "magnitude", "corner", "pattern", "order", "layout")
                                       if k in params)])
 
     def recipe(self) -> str:
@@ -97,7 +103,7 @@ class ProbeSettings:
     """How many probes per variant, of which kinds (globs over KINDS), and the campaign's seed."""
 
     per_variant: int = 8
-    kinds: tuple = ("*",)
+    kinds: tuple = DEFAULT_KINDS
     campaign_seed: int = 0
 
 
@@ -140,7 +146,7 @@ def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_i
     for k, (kind, params) in enumerate(p for round_ in _ROUNDS for p in round_):
         if len(chosen) >= settings.per_variant:
             break
-        if kind in allowed and (_NEEDS[kind] in have or _NEEDS[kind] == "any" and _layable(inputs)):
+        if kind in allowed and (_NEEDS[kind] in have or _NEEDS[kind] == "any" and _layable(gm, inputs)):
             chosen.append(Probe.of(kind, params, (seed + k) % (1 << 31)))
     return chosen if EXAMPLE in allowed else chosen[1:]
 
@@ -155,7 +161,11 @@ def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
                  for t, role in zip(inputs, input_roles))
 
 
-def _layable(inputs: tuple) -> bool:
+def _layable(gm: fx.GraphModule, inputs: tuple) -> bool:
+    """Layouts apply to a graph with a tensor to lay out and no ``view`` (which eager refuses on a
+    layout it cannot view without a copy, so the probe would test nothing)."""
+    if any(n.op == "call_function" and n.target is aten.view.default for n in gm.graph.nodes):
+        return False
     return any(isinstance(t, torch.Tensor) and t.dim() >= 1 and t.numel() > 1 for t in inputs)
 
 
@@ -166,7 +176,14 @@ def _probe_one(t: torch.Tensor, role: str, kind: str, params: dict, g: torch.Gen
         return t
     cpu = t.detach().cpu()
     if kind == "bool":
-        out = torch.full_like(cpu, bool(params["value"]))
+        out = _mask(cpu, params["value"], g)
+    elif kind == "index":
+        flat = cpu.reshape(-1)
+        order = flat.flip(0) if params["order"] == "reversed" else flat[torch.randperm(flat.numel(), generator=g)]
+        out = order.reshape(cpu.shape).clone()
+    elif kind == "integer" and params["corner"] == "random":
+        info = torch.iinfo(cpu.dtype)
+        out = torch.randint(info.min, info.max, cpu.shape, generator=g, dtype=torch.int64).to(cpu.dtype)
     elif kind == "integer":
         out = torch.full_like(cpu, _integer_corner(cpu.dtype, params["corner"]))
     elif kind == "ties":
@@ -176,6 +193,18 @@ def _probe_one(t: torch.Tensor, role: str, kind: str, params: dict, g: torch.Gen
     else:
         out = _special(cpu, params["value"], params["pattern"], g)
     return out.to(t.device)
+
+
+def _mask(t: torch.Tensor, value, g: torch.Generator) -> torch.Tensor:
+    if value == "random":
+        return torch.rand(t.shape, generator=g) < 0.5
+    if value == "alternating":
+        return (torch.arange(t.numel()) % 2 == 0).reshape(t.shape)
+    if value == "single":
+        out = torch.zeros_like(t).reshape(-1)
+        out[int(torch.randint(out.numel(), (1,), generator=g))] = True
+        return out.reshape(t.shape)
+    return torch.full_like(t, bool(value))
 
 
 def _laid_out(t: torch.Tensor, layout: str) -> torch.Tensor:

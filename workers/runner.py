@@ -12,12 +12,12 @@ import platform
 import socket
 import time
 
-from core.bugs import Stage, Status, Verdict, bug_key
+from core.bugs import FAILED, Stage, Status, Verdict, bug_key
 from core.ir import tensor_from_wire
 
 from .align import align_case
 from .executor import Executor
-from .judge import Judge
+from .judge import Judge, RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import RunOutcome
 from .probes import EXAMPLE, Probe, ProbeRun
@@ -173,7 +173,17 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     known = {**(home_outputs or {}), **job.outputs}
     seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
     specs = {spec.name: spec for spec in request.specs}
+    for o in outcomes:
+        if o.backend == s.reference and o.status in FAILED and o.probe != EXAMPLE:
+            known[(s.reference, o.probe)] = RefusedProbe(o.error_type or "", o.message or "")
+    located: dict[str, RunOutcome] = {}  # backend -> its first located run in this variant
     for probe in job.probes:
+        refused = known.get((s.reference, probe.name))
+        if isinstance(refused, RefusedProbe):
+            for o in outcomes:
+                if o.probe == probe.name and o.backend != s.reference:
+                    refused.excuse(o)
+            continue
         judge = Judge(s, request, known.get((s.reference, probe.name)),
                       known.get((s.oracle, probe.name)) if s.oracle else None,
                       seed_outputs if probe.kind == EXAMPLE else None)
@@ -181,13 +191,32 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference:
                 judge(o, job.outputs[(o.backend, probe.name)])
                 if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
+                    if o.backend in located:
+                        _share_location(o, located[o.backend])
+                        continue
                     case = align_case(request.seed_id, bug_key(o.key_fields()))
                     _locate(job, specs[o.backend], o, case, s.ledger, probe)
+                    located[o.backend] = o
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
-    home = {k: v for k, v in job.outputs.items() if k[0] in (s.reference, s.oracle)}
+    home = {k: v for k, v in known.items() if k[0] in (s.reference, s.oracle)}  # a RefusedProbe travels too
     return outcomes, home
+
+
+def _share_location(o: RunOutcome, first: RunOutcome) -> None:
+    """Tier 2 runs once per (variant, backend), on the first probe that diverges (it re-runs the graph
+    node by node, which on a model costs more than all the probes); a later probe with the same
+    symptom takes that location, one with another symptom stays unlocated, saying why."""
+    if first.figures.get("first_div_op") and o.figures.get("symptom") == first.figures.get("symptom"):
+        for k in ("first_div_node", "first_div_op", "amplified"):
+            if k in first.figures:
+                o.figures[k] = first.figures[k]
+        o.figures["align_error"] = f"not run: located on probe {first.probe}"
+        if o.figures.get("amplified"):
+            o.figures["verdict"] = Verdict.AMPLIFIED
+    else:
+        o.figures["align_error"] = f"not run: tier 2 ran on probe {first.probe} of this variant and backend"
 
 
 def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger, probe: Probe) -> None:

@@ -15,21 +15,13 @@ torch version in ``$GAPFUZZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapfuzz``, else 
 ``extra["aten"]`` lists the ATen ops the sample dispatched in eager mode (after composite
 decomposition, so ``conv2d`` shows as ``aten.convolution.default``).
 
-Sizes (``ops/sum/float32/0@1025``): the sample's main dimension (the last one of its first tensor
-that has dimensions) takes the new length in every tensor of the sample that has a dimension of
-that length (a sample of scalars becomes one of vectors of that length), and the values are drawn again from the sample's own values (so a domain such as
-positive inputs or valid indices is kept; indices are wrapped when the dimension shrinks). A
-resized sample is checked as the listing checks samples, and refused (``SizeError``) when it
-fails on the CPU or grows past ``MAX_RESIZED_ELEMENTS``.
-
-Needs the ``expecttest`` package: torch's OpInfo module imports it.
+Sizes (``ops/sum/float32/0@1025``) are rebuilt by ``op_sizes``.
 """
 from __future__ import annotations
 
 import itertools
 import json
 import logging
-import math
 import os
 import random
 import re
@@ -49,6 +41,7 @@ from core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
 from ..sizes import SizedId, SizeError
+from .op_sizes import main_dimension, resize
 from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 
 log = logging.getLogger("gapfuzz.seeds")
@@ -56,7 +49,6 @@ log = logging.getLogger("gapfuzz.seeds")
 SAMPLES_PER_DTYPE = 2  # samples exposed per (op, dtype): keeps the listing in the thousands
 SCAN_LIMIT = 8  # generator positions looked at per (op, dtype) to find them
 INDEX_FORMAT = 2  # bump when the id scheme or the filters change
-MAX_RESIZED_ELEMENTS = 2**20  # per tensor: a square matrix at 4097 is refused, a row of it is not
 
 # Outputs that depend on RNG state or uninitialised memory cannot be compared across stacks.
 _RANDOM_OPS = re.compile(
@@ -155,54 +147,6 @@ def sample_tensors(sample) -> tuple:
     return tuple(x for x in flatten_sample(sample)[0] if isinstance(x, torch.Tensor))
 
 
-def resize(sample, size: int, key: str):
-    """The sample with its main dimension at ``size`` (see the module docstring)."""
-    from torch.testing._internal.opinfo.core import SampleInput
-
-    leaves, spec = flatten_sample(sample)
-    main = main_dimension(sample)
-    if main is None:
-        raise SizeError("the sample has no non-empty dimension to resize")
-    gen = torch.Generator().manual_seed(stable_int(key))
-
-    def remade(t: torch.Tensor) -> torch.Tensor:
-        if main == 0:  # scalars become vectors
-            shape = [size]
-        elif t.dim() == 0 or main not in t.shape:
-            return t
-        else:
-            shape = [size if s == main else s for s in t.shape]
-        if math.prod(shape) > MAX_RESIZED_ELEMENTS:  # a square matrix: resize its last dimension only
-            shape = list(t.shape[:-1]) + [size if t.shape[-1] == main else t.shape[-1]]
-        if math.prod(shape) > MAX_RESIZED_ELEMENTS:
-            raise SizeError(f"a {list(t.shape)} input would hold over {MAX_RESIZED_ELEMENTS} elements at size {size}")
-        pool = t.detach().reshape(-1)
-        if pool.numel() == 0:
-            return torch.zeros(shape, dtype=t.dtype)
-        if pool.unique().numel() < 2:  # a scalar's one value: draw in make_tensor's range, keeping its sign
-            return _draw(shape, t.dtype, bool((pool >= 0).all()), gen)
-        values = pool[torch.randint(0, pool.numel(), shape, generator=gen)]
-        if not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool) and size < main:
-            if bool(((pool >= 0) & (pool < main)).all()) and size > 0:  # indices into the main dimension
-                values = values % size
-        return values.contiguous()
-
-    leaves = [remade(x) if isinstance(x, torch.Tensor) else x for x in leaves]
-    inp, args, kwargs = pytree.tree_unflatten(leaves, spec)
-    return SampleInput(inp, args=tuple(args), kwargs=dict(kwargs))
-
-
-def _draw(shape: list[int], dtype: torch.dtype, nonnegative: bool, gen: torch.Generator) -> torch.Tensor:
-    """Values in torch's make_tensor range ([-9, 9], or [0, 9] for a non-negative sample)."""
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=gen) < 0.5
-    low = 0 if nonnegative else -9
-    if dtype.is_floating_point or dtype.is_complex:
-        wide = torch.complex128 if dtype.is_complex else torch.float64
-        return (low + (9 - low) * torch.rand(shape, generator=gen, dtype=wide)).to(dtype)
-    return torch.randint(max(low, torch.iinfo(dtype).min), 10, shape, generator=gen, dtype=dtype)
-
-
 class _AtenRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -239,13 +183,6 @@ def probe(op, sample) -> list[str] | None:
     except Exception:  # noqa: BLE001 - a sample the CPU eager kernel rejects is simply not exposed
         return None
     return sorted(str(f) for f in rec.ops)
-
-
-def main_dimension(sample) -> int | None:
-    """The length of the sample's main dimension (the one sizes change): 0 for a sample of scalars
-    only, None when that dimension is empty."""
-    return next((t.shape[-1] for t in sample_tensors(sample) if t.dim() > 0), 0) or (
-        0 if all(t.dim() == 0 for t in sample_tensors(sample)) else None)
 
 
 def index_ops(op, sizable: set[str] | None = None) -> dict[str, list[str]]:

@@ -10,14 +10,8 @@ import torch
 from core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import SizedId, check_runs
+from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, check_runs
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
-
-
-# Image sides around the native 160-288: small (deep strides run out), odd and 2^k+-1; models built
-# for a fixed size (patch grids, windows) get multiples of 16 only.
-IMAGE_SIDES = (32, 33, 47, 48, 63, 64, 65, 96, 127, 128, 129, 192, 255, 256, 257)
-PATCH_GRID_SIDES = (32, 48, 64, 96, 128, 192, 256)
 
 
 @register_source

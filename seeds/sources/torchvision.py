@@ -3,6 +3,9 @@
 Each is built with seeded random weights (``weights=None``, ``weights_backbone=None``) and
 given the input its task expects. Detection models keep their architecture but resize to
 320 pixels instead of 800, which keeps a CPU campaign affordable.
+
+Sizes (``tv/resnet18@129``): the image side of classification and segmentation models (ViTs are
+built for it, ``image_size``); detection, video and optical-flow models are not rebuilt at a size.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import torch
 from core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
+from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, SizeError, check_runs
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 
 # task module -> (task, output kind)
@@ -23,6 +27,7 @@ _TASKS = {
     "optical_flow": ("optical-flow", "flow"),
     "quantization": ("image-classification", "class_logits"),
 }
+_SIZABLE = ("classification", "segmentation", "quantization")  # the modules whose image side can change
 _SIZE = {"inception_v3": 299, "quantized_inception_v3": 299}  # classification inputs differ from 224
 _VIDEO_SIZE = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}  # others take 224
 _DETECTION_SIZE = 320
@@ -85,10 +90,17 @@ class TorchvisionSource(SeedSource):
 
         return [f"tv/{m}" for m in models.list_models()] + [f"tv/{m}/candidates" for m in _CANDIDATES]
 
+    def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
+        name, _, part = seed_id.split("/", 1)[1].partition("/")
+        if part or _task_module(name) not in _SIZABLE:
+            return []
+        return list(PATCH_GRID_SIDES if name.startswith(("vit_", "swin_", "maxvit")) else IMAGE_SIDES)
+
     def build(self, seed_id: str) -> BuiltSeed:
         from torchvision import models
 
-        name, _, part = seed_id.split("/", 1)[1].partition("/")
+        sized = SizedId.parse(seed_id)
+        name, _, part = sized.base.split("/", 1)[1].partition("/")
         if name not in models.list_models() or part not in ("", "candidates") or (part and name not in _CANDIDATES):
             raise SeedError(f"unknown torchvision model {name!r} in seed id {seed_id!r}")
         module = _task_module(name)
@@ -98,9 +110,13 @@ class TorchvisionSource(SeedSource):
             kwargs["weights_backbone"] = None
         if module == "detection" and not name.startswith(("ssd", "ssdlite")):
             kwargs.update(min_size=_DETECTION_SIZE, max_size=_DETECTION_SIZE)
-        torch.manual_seed(stable_int(seed_id))
+        if sized.size is not None and (module not in _SIZABLE or part):
+            raise SizeError(f"{seed_id}: only classification and segmentation models are rebuilt at a size")
+        if sized.size is not None and name.startswith("vit_"):
+            kwargs["image_size"] = sized.size
+        torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
         model = builder(**kwargs).eval()
-        args = self._inputs(name, module, seeded_generator(seed_id + "#input"))
+        args = self._inputs(name, module, seeded_generator(seed_id + "#input"), sized.size)
         task, kind = _TASKS.get(module, ("image-classification", "class_logits"))
         if part:
             model, args, task = DetectionCandidates(model, _CANDIDATES[name]).eval(), (args[0][0],), "detection-candidates"
@@ -108,10 +124,11 @@ class TorchvisionSource(SeedSource):
         info = SeedInfo(id=seed_id, source=self.name, family=family, task=task, output_kind=kind,
                         input_spec=input_spec_of(_flat(args), {}), params=count_params(model),
                         extra={"task_module": module})
-        return BuiltSeed(info, model, args)
+        built = BuiltSeed(info, model, args)
+        return built if sized.size is None else check_runs(built, sized.size)
 
     @staticmethod
-    def _inputs(name: str, module: str, g: torch.Generator) -> tuple:
+    def _inputs(name: str, module: str, g: torch.Generator, side: int | None = None) -> tuple:
         if module == "detection":
             size = 300 if name.startswith("ssd300") else _DETECTION_SIZE
             return ([torch.rand((3, size, size), generator=g)],)
@@ -120,7 +137,7 @@ class TorchvisionSource(SeedSource):
             return (torch.randn((1, 3, 16, s, s), generator=g),)
         if module == "optical_flow":
             return (torch.rand((1, 3, 128, 128), generator=g) * 2 - 1, torch.rand((1, 3, 128, 128), generator=g) * 2 - 1)
-        s = _SIZE.get(name, 224)
+        s = side or _SIZE.get(name, 224)
         return (torch.randn((1, 3, s, s), generator=g),)
 
 
