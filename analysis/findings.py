@@ -31,7 +31,9 @@ def _pct(column: str) -> bool:
 
 
 def _kind(df: pd.DataFrame) -> pd.Series:
-    return np.where(df["seed_source"] == "ops", "operator seeds", "model seeds")
+    """Operator or model seed; by the id where a seed that failed to build has no source column."""
+    ops = (df["seed_source"] == "ops") | df["seed_id"].astype(str).str.startswith("ops/")
+    return np.where(ops, "operator seeds", "model seeds")
 
 
 def overview(run: Run) -> pd.DataFrame:

@@ -158,7 +158,8 @@ def _clusters(run: Run) -> tuple[str, str]:
     rows = pd.DataFrame({
         "cluster": c["cluster"], "severity": c["level"], "vendor": c["vendor"].map({True: "yes", False: ""}),
         "runs": c["count"], "seeds": c["seeds"], "what": [describe(r) for r in c.itertuples()],
-        "backends": c["backends"].map(", ".join), "families": c["families"].map(lambda v: ", ".join(v[:5])),
+        "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
+        "families": c["families"].map(lambda v: ", ".join(v[:5])),
         "mutations": c["mutations"].map(lambda v: ", ".join(v[:5])), "representative": c["representative"],
     }).head(MAX_CLUSTERS) if len(c) else c
     return _figure("largest clusters (top 20)", draw, not c.empty), _table(rows, "no failures or divergences")

@@ -152,10 +152,17 @@ run: {repeats: 1}
     div = df[(df["backend"] == "miscompute@cpu") & (df["verdict"] == "target-divergent")]
     keys = {r.Index: align_case(r.seed_id, bug_key({**r._asdict(), "first_div_op": None}))
             for r in div.itertuples()}  # per record: each probe of a variant is a run of its own
-    located = div[div["first_div_op"].notna()]
-    skipped = div[div["align_error"].fillna("").str.match(r"not run: (being )?located on ")]
-    assert len(located) + len(skipped) == len(div) and len(skipped) >= 1
+    why = div["align_error"].fillna("")
+    located = div[div["first_div_op"].notna() & (why == "")]  # tier 2 ran on these
+    skipped = div[why.str.match(r"not run: (being )?located on (?!probe )")]  # another variant's case
+    shared = div[why.str.startswith("not run: located on probe ")]  # its variant's first diverging probe
+    other = div[why.str.startswith("not run: left to probe ")]  # that probe diverged otherwise
+    assert len(located) + len(skipped) + len(shared) + len(other) == len(div) and len(skipped) >= 1
     assert len({keys[i] for i in located.index}) == len(located)  # each case located once
     for r in skipped.itertuples():
         vid = r.align_error.split(" located on ")[1].split(" at ")[0]
         assert keys[r.Index] in {keys[i] for i in located.index[located["variant_id"] == vid]}
+    for r in shared.itertuples():  # the location of the same variant and backend, on the probe it names
+        probe = r.align_error.removeprefix("not run: located on probe ")
+        first = div[(div["variant_id"] == r.variant_id) & (div["probe"] == probe)]
+        assert list(first["first_div_op"]) == [r.first_div_op]

@@ -43,6 +43,7 @@ def test_report_is_self_contained_with_one_plot_per_section(report):
         assert src.startswith("data:image/png;base64,"), name
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n", name
     assert "is invalid for input of size" in text and "c-" in text
+    assert "<th>probes</th>" in text and "<td>example</td>" in text  # which input sets each cluster showed on
 
 
 def test_a_plot_without_data_says_so(tmp_path):

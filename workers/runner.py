@@ -216,7 +216,7 @@ def _share_location(o: RunOutcome, first: RunOutcome) -> None:
         if o.figures.get("amplified"):
             o.figures["verdict"] = Verdict.AMPLIFIED
     else:
-        o.figures["align_error"] = f"not run: tier 2 ran on probe {first.probe} of this variant and backend"
+        o.figures["align_error"] = f"not run: left to probe {first.probe} of this variant and backend"
 
 
 def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger, probe: Probe) -> None:
