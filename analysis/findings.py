@@ -172,9 +172,9 @@ def cluster_table(run: Run, annotations: dict, repro_root: Path, limit: int = 60
     if c.empty:
         return c
     notes = classify(c, annotations)
-    noted = c["cluster"].isin([k for k in annotations if not k.startswith("_")])
+    shown = (np.arange(len(c)) < limit) | c["cluster"].isin([k for k in annotations if not k.startswith("_")])
     rows = []
-    for r in c[(c.reset_index(drop=True).index < limit) | noted.to_numpy()].itertuples():  # the first, and every noted one
+    for r in c[shown].itertuples():  # the first ``limit``, and every one with a note
         note = notes.get(r.cluster) or {}
         label = CLASSES.get(note.get("class"), "") + (f" (rule {note['rule']})" if "rule" in note else "")
         folder = repro_root / r.cluster

@@ -22,7 +22,7 @@ from pathlib import Path
 from core.bugs import Status, Verdict, bug_key
 from core.templates import template
 from workers.messages import JudgeSettings
-from workers.probes import Probe, make_inputs, roles
+from workers.probes import Probe, probed
 
 from .campaign import from_dict, plugin_classes, read_campaign_file
 from .generate import replay
@@ -116,7 +116,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
                     variant.graph_hash, record["graph_hash"])
     probe = Probe.from_recipe(record.get("probe_recipe"))  # the input set the bug showed on: it stays
-    variant = _probed(variant, probe)
+    variant = probed(variant, probe)
     settings = JudgeSettings(c.reference.name, c.oracle.name if c.oracle else None,
                              target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,
                              compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False)
@@ -155,18 +155,13 @@ def _finish(result: ReproResult, t0: float) -> ReproResult:
     return result
 
 
-def _probed(variant, probe: Probe):
-    """The variant fed with the probe's inputs instead of its example."""
-    return variant.with_graph(variant.gm, make_inputs(variant.inputs, roles(variant.gm, variant.inputs), probe))
-
-
 def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe):
     """Recipe-level pass: remove mutations one at a time (last first) while the bug stays."""
     dropped = 0
     for i in reversed(range(len(recipe.mutations))):
         fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng)
         try:
-            candidate = _probed(replay(fewer, max_params), probe)
+            candidate = probed(replay(fewer, max_params), probe)
         except Exception:  # noqa: BLE001 - later mutations may need earlier ones; keep them then
             continue
         if size(candidate) <= size(variant) and predicate(candidate):

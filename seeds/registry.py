@@ -82,4 +82,10 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
 
 
 def create_seed(seed_id: str) -> BuiltSeed:
-    return source_of(seed_id).build(seed_id)
+    """The built seed; one rebuilt at a size (``<id>@<n>``) is run once in eager first, so a size its
+    layers do not fit is a ``SizeError`` (skipped), never a capture failure."""
+    from .sizes import SizedId, check_runs  # seeds.sizes imports this module
+
+    built = source_of(seed_id).build(seed_id)
+    size = SizedId.parse(seed_id).size
+    return built if size is None else check_runs(built, size)

@@ -98,19 +98,24 @@ class SaturateOverflow(Backend):
         return run
 
 
+def _retargeted(gm: fx.GraphModule, targets: tuple, fn) -> fx.GraphModule:
+    """A copy of ``gm`` where every call of one of ``targets`` calls ``fn`` instead, same arguments."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    for n in graph.nodes:
+        if n.target in targets:
+            n.target = fn
+    graph.lint()
+    return fx.GraphModule(gm, graph)
+
+
 class SaturateIntegerAdd(Backend):
     """Integer ``add`` saturates at the dtype's limits instead of wrapping around: wrong at extremes only."""
 
     name = "saturate-int-add"
 
     def prepare(self, gm, example_inputs, device):
-        graph = fx.Graph()
-        graph.output(graph.graph_copy(gm.graph, {}))
-        for n in graph.nodes:
-            if n.target is aten.add.Tensor:
-                n.target = _saturating_add
-        graph.lint()
-        return fx.GraphModule(gm, graph)
+        return _retargeted(gm, (aten.add.Tensor,), _saturating_add)
 
 
 def _saturating_add(a, b, alpha=1):
@@ -131,13 +136,7 @@ class BlockedSum(Backend):
     BLOCK = 1024
 
     def prepare(self, gm, example_inputs, device):
-        graph = fx.Graph()
-        graph.output(graph.graph_copy(gm.graph, {}))
-        for n in graph.nodes:
-            if n.target in (aten.sum.default, aten.sum.dim_IntList):
-                n.target = _blocked_sum
-        graph.lint()
-        return fx.GraphModule(gm, graph)
+        return _retargeted(gm, (aten.sum.default, aten.sum.dim_IntList), _blocked_sum)
 
 
 def _blocked_sum(x, dim=None, keepdim=False, dtype=None):
@@ -181,13 +180,7 @@ class ReverseTies(Backend):
     name = "reverse-ties"
 
     def prepare(self, gm, example_inputs, device):
-        graph = fx.Graph()
-        graph.output(graph.graph_copy(gm.graph, {}))
-        for n in list(graph.nodes):
-            if n.target in (aten.sort.default, aten.sort.stable):
-                n.target, n.args, n.kwargs = _reverse_sort, (n.args[0], *n.args[1:]), dict(n.kwargs)
-        graph.lint()
-        return fx.GraphModule(gm, graph)
+        return _retargeted(gm, (aten.sort.default, aten.sort.stable), _reverse_sort)
 
 
 def _reverse_sort(x, *args, **kwargs):

@@ -23,7 +23,7 @@ from . import pipe
 from .backend import stage_of
 from .messages import Execution, PayloadReply
 from .outcome import RunOutcome
-from .probes import Probe, ProbeSettings, choose, make_inputs, roles, run_probes
+from .probes import Probe, ProbeSettings, choose, probed, roles, run_probes
 from .sandbox import RAISED, REPLY, rss_bytes
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
@@ -212,13 +212,12 @@ class Executor:
         from .align import Aligner
 
         self._settle()
-        variant = Variant.from_payload(self.payloads[variant_id])
-        variant = variant.with_graph(variant.gm, make_inputs(variant.inputs, roles(variant.gm, variant.inputs), probe))
-        probe = spec.create()
-        aligner = Aligner(variant, spec.create, spec.device, probe.input_device or spec.device, settings,
+        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        backend = spec.create()
+        aligner = Aligner(variant, spec.create, spec.device, backend.input_device or spec.device, settings,
                           reference_device)
         try:
-            return aligner.locate(probe.capture_nodes)
+            return aligner.locate(backend.capture_nodes)
         finally:
             self._release(spec.device)
 

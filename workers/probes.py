@@ -85,8 +85,8 @@ class Probe:
     def name(self) -> str:
         """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
         params = dict(self.params)
-        return ":".join([self.kind, *(str(params[k]) for k in ("value", "magnitude", "corner", "pattern", "order", "layout")
-                                      if k in params)])
+        shown = ("value", "magnitude", "corner", "pattern", "order", "layout")
+        return ":".join([self.kind, *(str(params[k]) for k in shown if k in params)])
 
     def recipe(self) -> str:
         return json.dumps({"kind": self.kind, **dict(self.params), "seed": self.seed}, sort_keys=True)
@@ -159,6 +159,13 @@ def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
     g = torch.Generator().manual_seed(probe.seed)
     return tuple(_probe_one(t, role, probe.kind, params, g) if isinstance(t, torch.Tensor) else t
                  for t, role in zip(inputs, input_roles))
+
+
+def probed(variant, probe: Probe):
+    """The variant (``core.ir.Variant``) fed with the probe's inputs instead of its example."""
+    if probe.kind == EXAMPLE:
+        return variant
+    return variant.with_graph(variant.gm, make_inputs(variant.inputs, roles(variant.gm, variant.inputs), probe))
 
 
 def _layable(gm: fx.GraphModule, inputs: tuple) -> bool:

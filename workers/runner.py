@@ -193,10 +193,12 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                 if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
                     if o.backend in located:
                         _share_location(o, located[o.backend])
-                        continue
-                    case = align_case(request.seed_id, bug_key(o.key_fields()))
-                    _locate(job, specs[o.backend], o, case, s.ledger, probe)
-                    located[o.backend] = o
+                    else:
+                        case = align_case(request.seed_id, bug_key(o.key_fields()))
+                        _locate(job, specs[o.backend], o, case, s.ledger, probe)
+                        located[o.backend] = o
+                    if o.figures.get("amplified"):
+                        o.figures["verdict"] = Verdict.AMPLIFIED
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
@@ -213,8 +215,6 @@ def _share_location(o: RunOutcome, first: RunOutcome) -> None:
             if k in first.figures:
                 o.figures[k] = first.figures[k]
         o.figures["align_error"] = f"not run: located on probe {first.probe}"
-        if o.figures.get("amplified"):
-            o.figures["verdict"] = Verdict.AMPLIFIED
     else:
         o.figures["align_error"] = f"not run: left to probe {first.probe} of this variant and backend"
 
@@ -229,8 +229,6 @@ def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger
     o.figures.update(job.align(spec, probe), align_s=time.perf_counter() - t1)
     if ledger is not None:
         _ask(ledger.settle, case, job.vid, o.figures.get("first_div_op"))
-    if o.figures.get("amplified"):
-        o.figures["verdict"] = Verdict.AMPLIFIED
 
 
 def _ask(fn, *args):

@@ -16,7 +16,7 @@ import torch
 from core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, SizeError, check_runs
+from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 
 # task module -> (task, output kind)
@@ -124,8 +124,7 @@ class TorchvisionSource(SeedSource):
         info = SeedInfo(id=seed_id, source=self.name, family=family, task=task, output_kind=kind,
                         input_spec=input_spec_of(_flat(args), {}), params=count_params(model),
                         extra={"task_module": module})
-        built = BuiltSeed(info, model, args)
-        return built if sized.size is None else check_runs(built, sized.size)
+        return BuiltSeed(info, model, args)
 
     @staticmethod
     def _inputs(name: str, module: str, g: torch.Generator, side: int | None = None) -> tuple:
