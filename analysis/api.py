@@ -12,11 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from core.bugs import Kind
 from core.strict_yaml import YamlError, load
 
 from . import clusters as _clusters
 from . import portability as _port
 from .catalog import Catalog
+from .known import KnownIssues
+from .merge import merge, minimised
 from .schema import COLUMNS
 from .store import RecordStore, ResultsError, check_version
 from .triage import status_summary
@@ -30,9 +33,11 @@ def _mapper(t: pa.DataType):
 
 
 class Run:
-    """A run folder: its campaign settings and its records, read lazily and cached."""
+    """A run folder: its campaign settings and its records, read lazily and cached. ``known``: a
+    known-issues file (``analysis.known``) that marks clusters; ``catalog``: a folder with a seed
+    catalog (``gapfuzz seeds scan``) to rate each cluster's impact against, else the run's own."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, known: str | Path | None = None, catalog: str | Path | None = None):
         self.path = Path(path)
         if not self.path.is_dir():
             raise ResultsError(f"{path}: no such run folder")
@@ -49,6 +54,10 @@ class Run:
         self.sweep = compare.get("sweep") if isinstance(compare, dict) else None
         self._frame = pd.DataFrame()
         self._support: dict = {}
+        self.known = KnownIssues.load(known)
+        if catalog is not None and not Catalog(catalog).files():
+            raise ResultsError(f"{catalog}: holds no seed catalog (gapfuzz seeds scan --out {catalog} writes one)")
+        self.catalog_dir = Path(catalog) if catalog is not None else self.path
 
     def _campaign(self) -> dict:
         f = self.path / "campaign.yaml"
@@ -87,8 +96,8 @@ class Run:
         return self._frame[columns]
 
     def catalog(self) -> pd.DataFrame:
-        """The seed catalog (one row per seed the campaign built)."""
-        return Catalog(self.path).read().to_pandas(types_mapper=_mapper)
+        """The seed catalog (one row per seed the campaign built, or of the catalog folder given)."""
+        return Catalog(self.catalog_dir).read().to_pandas(types_mapper=_mapper)
 
     def status_summary(self) -> pd.DataFrame:
         return status_summary(self.records(["backend", "status"]))
@@ -100,16 +109,27 @@ class Run:
 
     @cached_property
     def _clusters(self) -> pd.DataFrame:
-        return _clusters.clusters(self.records(CLUSTER_COLUMNS), self.reference, self.oracle)
+        c = _clusters.clusters(self.records(CLUSTER_COLUMNS), self.reference, self.oracle, self.catalog())
+        c = merge(c, minimised(self.path / "repros"))
+        c["known"] = self.known.match(c)
+        return c
 
-    def clusters(self, kind: str | None = None, vendor: bool | None = None) -> pd.DataFrame:
-        """Crash and discrepancy clusters, most severe and largest first; filter by kind or vendor flag."""
+    def clusters(self, kind: str | None = None, vendor: bool | None = None, benign: bool = False) -> pd.DataFrame:
+        """Crash and discrepancy clusters in triage order (``analysis.clusters.order``); filter by kind or
+        vendor flag; ``benign`` clusters (differences explained without a defect) only when asked."""
         c = self._clusters
         if kind is not None:
             c = c[c["kind"] == kind]
+        elif not benign:
+            c = c[c["kind"] != Kind.BENIGN]
         if vendor is not None:
             c = c[c["vendor"] == vendor]
         return c.reset_index(drop=True)
+
+    def benign_runs(self) -> int:
+        """How many runs differ without a defect (the benign clusters' runs)."""
+        c = self._clusters
+        return int(c.loc[c["kind"] == Kind.BENIGN, "count"].sum())
 
     def cluster(self, cluster_id: str, columns: list[str] | None = None) -> pd.DataFrame:
         """The records of one cluster (an id or a unique prefix of one), smallest graph first."""
@@ -118,7 +138,8 @@ class Run:
         if len(match) != 1:
             raise ResultsError(f"{cluster_id!r}: " + ("no such cluster in this run" if not match
                                else f"matches {len(match)} clusters: {', '.join(match[:5])}"))
-        rows = self.records(columns)[(self._cluster_ids == match[0]).fillna(False).to_numpy()]
+        merged = self._clusters.loc[ids == match[0], "merged"].iloc[0]
+        rows = self.records(columns)[self._cluster_ids.isin([match[0], *merged]).fillna(False).to_numpy()]
         nodes = pd.to_numeric(self.records(["node_count"])["node_count"].loc[rows.index], errors="coerce")
         return rows.loc[nodes.sort_values(kind="stable").index]
 
@@ -175,6 +196,6 @@ def _entry_name(entry, default: str) -> str:
     return default
 
 
-def load_run(path: str | Path) -> Run:
+def load_run(path: str | Path, known: str | Path | None = None, catalog: str | Path | None = None) -> Run:
     """Open a run folder (``runs/<name>``); a bad folder is one clear ResultsError line."""
-    return Run(path)
+    return Run(path, known, catalog)

@@ -1,12 +1,18 @@
-"""Crash and discrepancy clusters: one row per category a person triages, with a stable id.
+"""Crash, discrepancy and benign clusters: one row per category a person triages, with a stable id.
 
 A cluster is one bug key (``core.bugs``, where what makes two runs the same bug is defined and
 explained); its id is the key's hash, so the same category has the same id in every campaign
-(``gapfuzz diff``). The stack, not the backend label, places a failure, so that one converter
-defect seen under two option sets (OpenVINO bf16 and f32) is one cluster; the labels it was seen
-on are listed. ``vendor`` marks what to report to a stack's vendor: a target's own
-error, crash, hang or oom at convert/compile/run, or a ``target-divergent`` verdict (never an
-ill-conditioned, amplified or reference-divergent one). Vectorised: a million records in seconds.
+(``gapfuzz diff``). Before keying, runs take what other rows say of them (``analysis.causes``:
+a location the ledger inherited, an explanation by another option set). The stack, not the
+backend label, places a failure, so that one converter defect seen under two option sets
+(OpenVINO bf16 and f32) is one cluster; the labels it was seen on are listed. An explained
+divergence is a behaviour: one cluster per backend and explanation, listing its ops, seeds and
+dtypes; an explanation that names no defect (reduction order, ill-conditioning, amplified rounding)
+makes a ``benign`` cluster, which views leave out unless asked. ``vendor`` marks what to report to
+a stack's vendor: a target's own error, crash, hang or oom at convert/compile/run, or an unexplained
+``target-divergent`` verdict. Rows sort by severity, then unexplained first, then impact (how many
+model seeds of a catalog hold the cluster's ops, ``analysis.impact``), then size. Vectorised: a
+million records in seconds.
 """
 from __future__ import annotations
 
@@ -15,8 +21,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS, VENDOR_STAGES, Kind, Status, Symptom,
-                       Verdict, bug_keys)
+from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Status,
+                       Symptom, Verdict, bug_keys, error_band)
+
+from .causes import derive
+from .impact import impact
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
@@ -26,10 +35,12 @@ LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong an
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
-        "mutations", "probe"]
-COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "count", "variants", "seeds", "families", "backends",
-           "probes", "mutations", "unmutated", "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type",
-           "template", "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message"]
+        "mutations", "probe", "align_error", "explanation"]
+COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
+           "seed_ids", "families", "backends", "probes", "ops", "dtypes", "mutations", "unmutated", "inherited",
+           "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
+           "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "merged", "known"]
+LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "ops", "dtypes", "mutations", "merged")
 
 
 def _col(df: pd.DataFrame, name: str, default=None) -> pd.Series:
@@ -54,8 +65,9 @@ def keys(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _narrow(df: pd.DataFrame) -> pd.DataFrame:
-    """Only the columns clustering reads (row selections then copy no op lists or recipes), rows by position."""
-    return df[[c for c in USED if c in df.columns]].reset_index(drop=True)
+    """Only the columns clustering reads (row selections then copy no op lists or recipes), rows by position,
+    with what other rows say of each (``analysis.causes.derive``)."""
+    return derive(df[[c for c in USED if c in df.columns]].reset_index(drop=True))
 
 
 def assign(df: pd.DataFrame) -> pd.Series:
@@ -91,9 +103,13 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     if kind == Kind.CRASH:
         sev = status.map(SEVERITY).astype(int)
         vend = rows["backend"].isin(targets) & status.isin(VENDOR_FAILURES) & _col(rows, "stage").isin(VENDOR_STAGES)
+    elif kind == Kind.BENIGN:
+        sev = pd.Series(0, index=keys.index)
+        vend = pd.Series(False, index=keys.index)
     else:
-        sev = keys["symptom"].map(SEVERITY).fillna(2).astype(int)
-        vend = keys["verdict"] == Verdict.TARGET_DIVERGENT
+        sev = rows["symptom"].map(SEVERITY).where(_col(rows, "task_agree").astype(float).fillna(1.0) >= 1.0,
+                                                  SEVERITY[Symptom.TASK]).fillna(2).astype(int)
+        vend = (rows["verdict"] == Verdict.TARGET_DIVERGENT) & (keys["explanation"] == MISSING)
     nodes = pd.to_numeric(_col(rows, "node_count"), errors="coerce").fillna(np.inf)
     order = pd.DataFrame({"c": cid, "n": nodes, "v": _text(rows["variant_id"])}).sort_values(["c", "n", "v"])
     rep = order.groupby("c", sort=False).head(1).set_index("c")
@@ -105,18 +121,30 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["variants"], out["seeds"] = g["variant"].nunique(), g["seed"].nunique()
     out["max_tol_ratio"] = g["tol"].max()
     out["families"] = _lists(cid, _col(rows, "family"))
+    out["seed_ids"] = _lists(cid, rows["seed_id"])
+    out["ops"] = _lists(cid, _col(rows, "first_div_op"))
+    out["dtypes"] = _lists(cid, _col(rows, "output_dtype"))
+    out["inherited"] = pd.Series(_col(rows, "op_inherited").fillna(False).astype(bool).to_numpy()).groupby(
+        cid.to_numpy()).sum()
     out["backends"] = _lists(cid, rows["backend"])
     out["probes"] = _lists(cid, _col(rows, "probe").fillna(EXAMPLE_PROBE))  # the input sets it showed on
     out["mutations"], out["unmutated"] = _mutations(df, cid)
     out["representative"], out["rep_nodes"] = rep["v"], rep["n"].replace(np.inf, np.nan)
     first = order.groupby("c", sort=False).head(1).index
     out["rep_backend"] = pd.Series(rows.loc[first, "backend"].to_numpy(), index=order.loc[first, "c"].to_numpy())
+    if kind != Kind.CRASH:  # a behaviour's key leaves these out: its representative's show what it is
+        behaviour = out["explanation"] != MISSING
+        for c in ("verdict", "symptom", "first_div_op", "output_dtype"):
+            rep_value = pd.Series(_text(rows.loc[first, c]).to_numpy(), index=order.loc[first, "c"].to_numpy())
+            out[c] = out[c].where(~behaviour, rep_value.reindex(out.index))
     out["message"] = pd.Series(_col(rows, "message").loc[first].to_numpy(), index=order.loc[first, "c"].to_numpy())
     return out.reset_index()
 
 
-def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu") -> pd.DataFrame:
-    """Every cluster of a run's records, most severe, then vendor findings, then largest first."""
+def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu",
+             catalog: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every cluster of a run's records (benign ones too: ``kind``), in triage order (``order``);
+    ``catalog`` (a seed catalog's rows) gives each its impact."""
     df = _narrow(df)
     targets = set(df["backend"].unique()) - {reference, oracle} if "backend" in df else set()
     k = keys(df)
@@ -124,11 +152,25 @@ def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eage
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
     out = pd.concat(parts, ignore_index=True)
-    out["level"] = out["severity"].map(LEVEL)
+    out["level"] = out["severity"].map(LEVEL).where(out["kind"] != Kind.BENIGN, str(Kind.BENIGN))
     out = out.reindex(columns=COLUMNS)
     out["vendor"] = out["vendor"].astype(bool)
-    for c in ("families", "backends", "probes", "mutations"):
-        out[c] = out[c].map(lambda v: v if isinstance(v, list) else [])
-    out["unmutated"] = out["unmutated"].fillna(0).astype(int)
-    return out.sort_values(["severity", "vendor", "count", "cluster"], ascending=[False, False, False, True],
-                           ignore_index=True)
+    for c in LIST_COLUMNS:
+        out[c] = out[c].map(lambda v: [x for x in v if x not in (MISSING, None)] if isinstance(v, list) else [])
+    for c in ("unmutated", "inherited"):
+        out[c] = out[c].fillna(0).astype(int)
+    explanation = out["explanation"].astype(object)
+    out["explanation"] = explanation.where(explanation.notna() & (explanation != MISSING), None)
+    out["band"] = error_band(pa.array(pd.to_numeric(out["max_tol_ratio"], errors="coerce"), pa.float64())).to_pylist()
+    out["impact"] = impact(out, catalog)
+    return order(out)
+
+
+def order(c: pd.DataFrame) -> pd.DataFrame:
+    """Triage order: most severe, then unexplained before explained, then the most real code touched
+    (impact, unknown last), then vendor findings, then the largest."""
+    explained = c["explanation"].notna().astype(int)
+    ranked = c.assign(_explained=explained, _impact=c["impact"].fillna(-1.0))
+    ranked = ranked.sort_values(["severity", "_explained", "_impact", "vendor", "count", "cluster"],
+                                ascending=[False, True, False, False, False, True], ignore_index=True)
+    return ranked.drop(columns=["_explained", "_impact"])

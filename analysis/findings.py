@@ -2,27 +2,26 @@
 the campaign's own performance.
 
 Everything is computed from the records and the run's stats files, so the document regenerates
-from the folder; the only hand-written part is ``annotations`` (cluster id -> class and note),
-kept in its own file so that regenerating never loses it.
+from the folder; the only hand-written part is a known-issues file (``analysis.known``: cluster
+ids, issues matched on cluster columns, message rules, each with a class and a note), kept apart
+so that regenerating never loses it. A cluster no entry matches but an explanation does
+(``core.bugs.Explanation``) is classed ``explained`` with no hand note.
 """
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from core.bugs import FAILED, Kind
+
 from .api import Run
-from core.bugs import FAILED
+from .known import CLASSES, KnownIssues
 from .table import markdown_table
 from .triage import describe
-
-CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",
-           "reference": "reference (eager) is the less accurate side", "open": "not yet classified",
-           "harness": "gapfuzz's own bug"}
 TOLERANCES = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
 
 
@@ -152,60 +151,70 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     return table, figures
 
 
-def classify(clusters: pd.DataFrame, annotations: dict) -> dict:
-    """Each cluster's note: its own entry, else the first ``_by_message`` rule whose ``match`` (a
-    regular expression) finds its description. A rule's class is marked as such in the table:
-    nobody read that cluster's reproducer, only a message that leaves no doubt."""
-    notes = {k: v for k, v in annotations.items() if not k.startswith("_")}
-    rules = annotations.get("_by_message") or []
-    for r in clusters.itertuples():
-        if r.cluster not in notes:
-            what = describe(r)
-            rule = next((x for x in rules if re.search(x["match"], what)), None)
-            if rule:
-                notes[r.cluster] = {"class": rule["class"], "rule": rule["name"]}
+def classify(clusters: pd.DataFrame, known: KnownIssues) -> dict:
+    """Each cluster's class and note: the known issue that matches it (its own id, a ``_known`` entry,
+    then a ``_by_message`` rule: nobody read that cluster's reproducer, only a message that leaves
+    no doubt, and the table says so), else what its explanation says (``explained``, or ``benign``)."""
+    notes = {}
+    for r, name in zip(clusters.itertuples(), known.match(clusters)):
+        if name is not None:
+            issue = known[name]
+            notes[r.cluster] = {"class": issue.klass, "note": issue.note, "same_as": issue.same_as,
+                                "reproducer": issue.reproducer, **({} if issue.by_id else {"rule": name})}
+        elif isinstance(r.explanation, str):
+            notes[r.cluster] = {"class": "benign" if r.kind == Kind.BENIGN else "explained",
+                                "derived": r.explanation}
     return notes
 
 
-def cluster_table(run: Run, annotations: dict, repro_root: Path, limit: int = 60) -> pd.DataFrame:
+def _reproducer(r, note: dict, repro_root: Path) -> str:
+    for folder in [note.get("reproducer"), r.cluster, *(r.merged or [])]:
+        if folder and (repro_root / folder / "repro.py").exists():
+            return f"[{folder}](findings/{folder}/)"
+    return ""
+
+
+def cluster_table(run: Run, known: KnownIssues, repro_root: Path, limit: int = 60) -> pd.DataFrame:
     c = run.clusters()
     if c.empty:
         return c
-    notes = classify(c, annotations)
-    shown = (np.arange(len(c)) < limit) | c["cluster"].isin([k for k in annotations if not k.startswith("_")])
+    notes = classify(c, known)
+    shown = (np.arange(len(c)) < limit) | c["cluster"].isin([k for k, v in notes.items() if "rule" not in v])
     rows = []
-    for r in c[shown].itertuples():  # the first ``limit``, and every one with a note
+    for r in c[shown].itertuples():  # the first ``limit``, and every one with a note of its own
         note = notes.get(r.cluster) or {}
         label = CLASSES.get(note.get("class"), "") + (f" (rule {note['rule']})" if "rule" in note else "")
-        folder = repro_root / r.cluster
+        if "derived" in note:
+            label = f"explained: {note['derived']}" if note["class"] == "explained" else f"benign: {note['derived']}"
+        impact = "" if r.impact != r.impact else int(r.impact)
         rows.append({"cluster": r.cluster, "level": r.level, "vendor": "yes" if r.vendor else "",
-                     "runs": r.count, "seeds": r.seeds, "backends": ", ".join(r.backends),
-                     "what": describe(r)[:140], "class": label,
-                     "reproducer": f"[{r.cluster}](findings/{r.cluster}/)" if (folder / "repro.py").exists() else ""})
+                     "runs": r.count, "seeds": r.seeds, "impact": impact, "backends": ", ".join(r.backends),
+                     "what": describe(r)[:140], "class": label, "reproducer": _reproducer(r, note, repro_root)})
     return pd.DataFrame(rows)
 
 
-def rule_notes(run: Run, annotations: dict) -> list[str]:
-    """One line per message rule: what it covers, in clusters and runs, and its note."""
+def rule_notes(run: Run, known: KnownIssues) -> list[str]:
+    """One line per matched issue that is not a cluster id: what it covers, in clusters and runs, and its note."""
     c = run.clusters()
     if c.empty:
         return []
-    notes = classify(c, annotations)
+    notes = classify(c, known)
     lines = []
-    for rule in annotations.get("_by_message") or []:
-        hit = c[c["cluster"].map(lambda cid: (notes.get(cid) or {}).get("rule") == rule["name"])]
-        if len(hit):
-            lines.append(f"- **rule {rule['name']}** ({CLASSES[rule['class']]}; {len(hit)} clusters, "
-                         f"{int(hit['count'].sum())} runs, matched by message): {rule['note']}")
+    for issue in known.issues:
+        hit = c[c["cluster"].map(lambda cid: (notes.get(cid) or {}).get("rule") == issue.name)]
+        if len(hit) and not issue.by_id:
+            how = "matched by message" if issue.message is not None else "matched on cluster columns"
+            lines.append(f"- **rule {issue.name}** ({CLASSES[issue.klass]}; {len(hit)} clusters, "
+                         f"{int(hit['count'].sum())} runs, {how}): {issue.note}")
     return lines
 
 
-def render(run: Run, annotations: dict, repro_root: Path, command: str,
+def render(run: Run, known: KnownIssues, repro_root: Path, command: str,
            annotations_file: str = "docs/findings/annotations.yaml") -> str:
     perf, fig = performance(run)
-    notes = annotations.get("_summary", "")
+    notes = known.text.get("_summary", "")
     sections = [
-        f"# {annotations.get('_title', 'Findings: one model zoo, five CPU stacks')}", "",
+        f"# {known.text.get('_title', 'Findings: one model zoo, five CPU stacks')}", "",
         f"Generated by `{command}` from the run folder `{run.path}` (campaign `{run.name}`); the class and "
         f"note of each finding come from `{annotations_file}`. Do not edit by hand; re-run the script.",
         "", notes, "",
@@ -214,15 +223,21 @@ def render(run: Run, annotations: dict, repro_root: Path, command: str,
         "Clusters, most severe and largest first. `vendor`: a target's own failure or a target-divergent "
         "result, the kind to report. Each reproducer folder holds `repro.py` (plain PyTorch and the one "
         "stack's package) and `report.md`.", "",
-        markdown_table(cluster_table(run, annotations, repro_root)), "",
+        markdown_table(cluster_table(run, known, repro_root)), "",
     ]
-    for cid, note in annotations.items():
-        if not cid.startswith("_") and isinstance(note, dict) and note.get("note"):
-            sections += [f"- **{cid}** ({CLASSES.get(note.get('class'), note.get('class'))}): {note['note']}"]
-    rules = rule_notes(run, annotations)
+    present = set(run.clusters(benign=True)["cluster"])
+    for issue in known.issues:
+        if issue.by_id and issue.note and issue.name in present:
+            sections += [f"- **{issue.name}** ({CLASSES.get(issue.klass, issue.klass)}): {issue.note}"]
+    rules = rule_notes(run, known)
     if rules:
-        sections += ["", "Clusters without a note of their own are classed by the first of these rules that "
-                     "their message matches (see `_by_message` in the annotations file):", "", *rules]
+        sections += ["", "Clusters without a note of their own are classed by the first of these known issues "
+                     "that matches them (`_known`: on cluster columns; `_by_message`: on the message):", "", *rules]
+    explained = run.clusters()
+    explained = explained[explained["explanation"].notna() & explained["known"].isna()]
+    if len(explained):
+        sections += ["", f"{len(explained)} clusters are explained with no note by hand: eager, made to compute "
+                     "the way the hypothesis says, is as far off as the stack (`workers/explain.py`)."]
     sections += ["", "## Failures per stack and stage", "",
                  "The share of seeds with at least one failed run at that stage (models and single operators apart).",
                  "", markdown_table(failures_by_stage(run), _pct), "",

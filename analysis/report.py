@@ -157,8 +157,9 @@ def _clusters(run: Run) -> tuple[str, str]:
         fig.set_size_inches(8, 1 + 0.25 * len(top))
     rows = pd.DataFrame({
         "cluster": c["cluster"], "severity": c["level"], "vendor": c["vendor"].map({True: "yes", False: ""}),
-        "runs": c["count"], "seeds": c["seeds"], "what": [describe(r) for r in c.itertuples()],
-        "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
+        "runs": c["count"], "seeds": c["seeds"],
+        "impact": c["impact"].map(lambda v: "" if v != v else int(v)), "known": c["known"].fillna(""),
+        "what": [describe(r) for r in c.itertuples()], "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
         "families": c["families"].map(lambda v: ", ".join(v[:5])),
         "mutations": c["mutations"].map(lambda v: ", ".join(v[:5])), "representative": c["representative"],
     }).head(MAX_CLUSTERS) if len(c) else c

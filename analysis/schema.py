@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from core.bugs import Status
 
-SCHEMA_VERSION = 2  # 2: one row per (variant, backend, probe); 1: per (variant, backend), the example only
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3  # 3: explanation columns; 2: one row per (variant, backend, probe); 1: the example only
+READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass
@@ -76,6 +76,8 @@ class RunRecord:
     align_prepares: int | None = None  # backend prepares (compiles) tier 2 spent on this run
     align_error: str | None = None  # why tier 2 could not locate the divergence
     align_s: float | None = None  # seconds tier 2 took (its prepares and node-by-node runs)
+    explanation: str | None = None  # core.bugs.Explanation: the hypothesis that eager reproduces it (workers.explain)
+    explain_ratio: float | None = None  # the target's error over eager's under that hypothesis
     task_metric: str | None = None
     task_agree: float | None = None
     top5_agree: float | None = None

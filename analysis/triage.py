@@ -35,12 +35,28 @@ def render_summary(df: pd.DataFrame) -> str:
     return format_table(headers, [[b, *map(int, row)] for b, row in zip(t.index, t.values)])
 
 
+def _given(v) -> bool:
+    return v is not None and v == v and v not in ("", "-")
+
+
+def _items(values, most: int = 3) -> str:
+    values = list(values if values is not None else [])
+    return ", ".join(map(str, values[:most])) + (f" +{len(values) - most}" if len(values) > most else "")
+
+
 def describe(row) -> str:
-    """One line that says what a cluster is: the error and its template, or the divergence."""
+    """One line that says what a cluster is: the error, its operator and template; the divergence; or the
+    behaviour an explanation names, with its ops and dtypes."""
     if row.kind == Kind.CRASH:
-        return f"{str(row.error_type).rsplit('.', 1)[-1]}: {row.template}"
-    where = f" at {row.first_div_op}" if row.first_div_op not in (None, "-") else ""
-    band = "" if row.band in (None, "-") else f", tol_ratio {row.band}"
+        at = f" at {row.failing_op}" if _given(getattr(row, "failing_op", None)) else ""
+        return f"{str(row.error_type).rsplit('.', 1)[-1]}{at}: {row.template}"
+    explanation = getattr(row, "explanation", None)
+    if _given(explanation):
+        ops = getattr(row, "ops", None)
+        on = f" at {_items(ops)}" if ops is not None and len(ops) else ""
+        return f"explained: {explanation}{on} ({_items(getattr(row, 'dtypes', None) or [row.output_dtype])})"
+    where = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
+    band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
     return f"{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
 
 
@@ -53,21 +69,35 @@ def _backends(row, width: int = 36) -> str:
     return text if len(text) <= width else f"{row.backends[0]} +{len(row.backends) - 1}"
 
 
-def render_clusters(c: pd.DataFrame, limit: int = 50) -> str:
+def _impact(v) -> str:
+    return "" if v is None or v != v else str(int(v))
+
+
+def _known(r) -> str:
+    known = getattr(r, "known", None)
+    return known if isinstance(known, str) else ""
+
+
+def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, benign_shown: bool = False) -> str:
+    benign = "" if benign_shown or not benign_runs else \
+        f"\n{benign_runs} runs differ without a defect (reduction order, ill-conditioned, amplified): --benign lists them"
     if c.empty:
-        return "no failures or divergences: nothing to triage"
-    rows = [[r.cluster, r.level, "yes" if r.vendor else "", r.count, r.seeds, _backends(r), _where(r), describe(r)]
-            for r in c.head(limit).itertuples()]
-    table = format_table(["cluster", "severity", "vendor", "runs", "seeds", "backends", "stage", "what"], rows,
-                         max_width=90)
+        return "no failures or divergences: nothing to triage" + benign
+    rows = [[r.cluster, r.level, "yes" if r.vendor else "", r.count, r.seeds, _impact(r.impact), _backends(r),
+             _where(r), _known(r), describe(r)] for r in c.head(limit).itertuples()]
+    table = format_table(["cluster", "severity", "vendor", "runs", "seeds", "impact", "backends", "stage", "known",
+                          "what"], rows, max_width=90)
     more = f"\n... {len(c) - limit} more clusters (--limit)" if len(c) > limit else ""
+    explained = int(c["explanation"].notna().sum()) if "explanation" in c else 0
     return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \
-           f"{int((c['kind'] == Kind.CRASH).sum())} failure and {int((c['kind'] != Kind.CRASH).sum())} discrepancy " \
-           f"clusters"
+           f"{int((c['kind'] == Kind.CRASH).sum())} failure and {int((c['kind'] == Kind.DISCREPANCY).sum())} " \
+           f"discrepancy clusters ({explained} explained); impact: model seeds of the catalog holding the " \
+           f"cluster's ops" + benign
 
 
 def diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
-    """Clusters by stable id: ``new`` (only after), ``gone`` (only before), ``still`` (both), with counts."""
+    """Clusters by stable id: ``new`` (only after), ``known`` (only after, but a known issue matches it),
+    ``gone`` (only before), ``still`` (both), with counts."""
     a = before.set_index("cluster")
     b = after.set_index("cluster")
     ids = b.index.union(a.index, sort=False)
@@ -75,20 +105,23 @@ def diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     state = pd.Series("still", index=ids)
     state[~ids.isin(a.index)] = "new"
     state[~ids.isin(b.index)] = "gone"
+    if "known" in info:
+        state[(state == "new") & info["known"].reindex(ids).notna().to_numpy()] = "known"
     out = info.assign(state=state, count_before=a["count"].reindex(ids).fillna(0).astype(int),
                       count_after=b["count"].reindex(ids).fillna(0).astype(int)).reset_index()
-    order = {"new": 0, "gone": 1, "still": 2}
+    order = {"new": 0, "known": 1, "gone": 2, "still": 3}
     return out.sort_values(["state", "severity", "count_after", "count_before"], ascending=[True, False, False, False],
                            key=lambda s: s.map(order) if s.name == "state" else s, ignore_index=True)
 
 
 def render_diff(d: pd.DataFrame, limit: int = 50) -> str:
     counts = d["state"].value_counts() if len(d) else pd.Series(dtype=int)
+    known = int(counts.get("known", 0))
     head = f"{int(counts.get('new', 0))} new, {int(counts.get('gone', 0))} gone, " \
-           f"{int(counts.get('still', 0))} still there"
+           f"{int(counts.get('still', 0))} still there" + (f", {known} new but known" if known else "")
     if d.empty:
         return f"{head}: neither run has clusters"
     rows = [[r.state, r.cluster, r.level, "yes" if r.vendor else "", r.count_before, r.count_after, _backends(r),
-             describe(r)] for r in d.head(limit).itertuples()]
-    return format_table(["state", "cluster", "severity", "vendor", "before", "after", "backends", "what"], rows,
-                        max_width=90) + f"\n{head}"
+             _known(r), describe(r)] for r in d.head(limit).itertuples()]
+    return format_table(["state", "cluster", "severity", "vendor", "before", "after", "backends", "known", "what"],
+                        rows, max_width=90) + f"\n{head}"

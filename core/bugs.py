@@ -1,15 +1,22 @@
 """What a bug is, defined once: the vocabulary of records and the key that says "the same bug".
 
-Statuses, stages, verdicts and symptoms are string-valued enums, so records, Parquet columns
-and JSON keep plain strings while code names each value once. ``bug_key(record)`` (one run) and
-``bug_keys(table)`` (a whole column set, vectorised) are the one definition of which runs show
-the same bug; guidance counts new keys, triage makes one cluster per key, the tier-2 ledger
+Statuses, stages, verdicts, symptoms and explanations are string-valued enums, so records, Parquet
+columns and JSON keep plain strings while code names each value once. ``bug_key(record)`` (one
+run) and ``bug_keys(table)`` (a whole column set, vectorised) are the one definition of which runs
+show the same bug; guidance counts new keys, triage makes one cluster per key, the tier-2 ledger
 locates one divergence per seed and key, and the reducer keeps a candidate only while it shows
-its cluster's key (``BugKey.shown_by``). A failure's key is where it happened
-(``stack@device``: one converter defect seen under two option sets is one bug), its status,
-stage, exception type and message template; a divergence's key is the backend label (options
-such as the precision change the numbers), the oracle's verdict, the symptom, the operator
-where it starts, the output dtype and the decade of its error.
+its cluster's key (``BugKey.shown_by``).
+
+A failure's key is structure first: where it happened (``stack@device``: one converter defect seen
+under two option sets is one bug), its status, stage and exception type, the graph operator its
+message names; then the message template. A divergence's key is the backend label (options such
+as the precision change the numbers), the oracle's verdict, the symptom, the operator where it
+starts and the output dtype; how far off it is (the error's decade) is severity, a column, not
+identity. A divergence that eager reproduces when made to compute the way a hypothesis says the
+stack does (``Explanation``: bfloat16, float16, TF32, another option set, reduction order) is a
+*behaviour*: its key is the backend and the explanation alone, so one precision default is one
+cluster that lists its ops, seeds and dtypes. Explanations that name no defect at all (reduction
+order, an ill-conditioned reference, amplified rounding) make ``benign`` clusters, kept apart.
 
 Nothing here imports torch; pyarrow is imported by the functions that need it.
 """
@@ -91,10 +98,27 @@ class Symptom(StrEnum):
 
 
 class Kind(StrEnum):
-    """The two kinds of cluster."""
+    """The kinds of cluster."""
 
     CRASH = Status.CRASH.value  # a run that raised, died, hung or ran out of memory
     DISCREPANCY = "discrepancy"  # a run that completed with a different answer
+    BENIGN = "benign"  # a difference explained without a defect (reduction order, ill-conditioning)
+
+
+class Explanation(StrEnum):
+    """Why a divergence happens, when a hypothesis tested on eager holds (``workers.explain``)."""
+
+    BFLOAT16 = "bfloat16"  # eager computing float32 ops in bfloat16 is as far off
+    FLOAT16 = "float16"
+    TF32 = "tf32"  # matmul and convolution inputs rounded to TF32's 10 mantissa bits
+    FLOAT32 = "float32"  # float16 and bfloat16 ops computed in float32: the reference is the less exact
+    OPTIONS = "options"  # the same stack under another option set of the campaign agrees
+    REDUCTION_ORDER = "reduction-order"  # eager summing in another order differs as much
+    ILL_CONDITIONED = "ill-conditioned"  # the reference is as far from float64 as the target
+    AMPLIFIED = "amplified"  # rounding blown up by a discontinuous op (tier 2)
+
+
+BENIGN = (Explanation.REDUCTION_ORDER, Explanation.ILL_CONDITIONED, Explanation.AMPLIFIED)
 
 
 EXAMPLE_PROBE = "example"  # the probe that feeds a variant its capture's own inputs (workers.probes)
@@ -106,10 +130,10 @@ DIVERGENT = (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT, Verdict.ILL_
 DIVERGENT_VERDICTS = (*DIVERGENT, Verdict.AMPLIFIED)
 VENDOR_STAGES = (Stage.CONVERT, Stage.COMPILE, Stage.RUN)
 
-FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "template")
-DIVERGENCE_FIELDS = ("backend", "verdict", "symptom", "first_div_op", "output_dtype", "band")
+FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "failing_op", "template")
+DIVERGENCE_FIELDS = ("backend", "verdict", "symptom", "first_div_op", "output_dtype", "explanation")
 KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
-               "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree")  # what a key reads
+               "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree")  # what a key reads
 MISSING = "-"
 
 
@@ -140,10 +164,10 @@ def status_of_error(error_type: str, message: str) -> Status:
 
 
 def signature(stage: str | None, error_type: str | None, message: str | None) -> str:
-    """The ``signature`` column of a failed record: stage, exception type and message template."""
-    from .templates import template
+    """The ``signature`` column of a failed record: stage, exception type, failing op and message template."""
+    from .templates import failing_op, template
 
-    return f"{stage or MISSING}|{error_type or MISSING}|{template(message)}"
+    return f"{stage or MISSING}|{error_type or MISSING}|{failing_op(message) or MISSING}|{template(message)}"
 
 
 def key_id(*parts: str | None) -> str:
@@ -173,14 +197,17 @@ class BugKey:
 
     def shown_by(self, other: BugKey | None, ops: list[str] = ()) -> bool:
         """Whether a run with key ``other`` on a graph holding ``ops`` shows this bug (the reducer's
-        test). Every part must agree, but two that a shrinking graph changes without changing the
-        bug: the error band (a smaller graph amplifies less) and the first divergent op, which the
-        candidate's run does not locate (tier 2 is a dozen compiles): it must still be in the graph."""
+        test). Every part must agree, but the first divergent op, which the candidate's run does
+        not locate (tier 2 is a dozen compiles): it must still be in the graph. A behaviour (an
+        explained divergence) is shown by any divergence on its backend: the candidate's run does
+        not test hypotheses again."""
         if other is None or other.kind != self.kind:
             return False
         if self.kind == Kind.CRASH:
             return other.parts == self.parts
-        skip = {"band", "first_div_op"}
+        if self["explanation"] != MISSING:
+            return other["backend"] == self["backend"]
+        skip = {"first_div_op", "explanation"}
         same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
         op = self["first_div_op"]
         return same and (op == MISSING or op in ops)
@@ -206,7 +233,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .templates import template_unique
+    from .templates import failing_op_unique, template_unique
 
     n = table.num_rows
 
@@ -235,12 +262,24 @@ def bug_keys(table: pa.Table) -> pa.Table:
                              among(verdict, DIVERGENT_VERDICTS)), task)
     discrepancy = pc.and_(among(status, COMPLETED), diverged)
     symptom = pc.if_else(task, str(Symptom.TASK), text(col("symptom")))
+    verdict_explains = among(verdict, (Verdict.ILL_CONDITIONED, Verdict.AMPLIFIED))
+    explanation = text(pc.coalesce(col("explanation"), pc.if_else(verdict_explains, verdict, pa.scalar(None, pa.string()))))
+    explained = pc.not_equal(explanation, MISSING)
+
+    def unless_explained(a):  # a behaviour's key is its backend and explanation alone
+        return pc.if_else(explained, MISSING, a)
+
     parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
-             "error_type": text(col("error_type")), "template": text(tpl), "backend": text(col("backend")),
-             "verdict": text(verdict), "symptom": pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom),
-             "first_div_op": text(col("first_div_op")), "output_dtype": text(col("output_dtype")),
+             "error_type": text(col("error_type")), "failing_op": text(failing_op_unique(col("message"))),
+             "template": text(tpl), "backend": text(col("backend")), "verdict": unless_explained(text(verdict)),
+             "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
+             "first_div_op": unless_explained(text(col("first_div_op"))),
+             "output_dtype": unless_explained(text(col("output_dtype"))), "explanation": explanation,
              "band": error_band(col("tol_ratio", pa.float64()))}
-    kind = pc.if_else(failed, str(Kind.CRASH), pc.if_else(discrepancy, str(Kind.DISCREPANCY), pa.scalar(None, pa.string())))
+    benign = pc.and_(discrepancy, among(explanation, BENIGN))
+    none = pa.scalar(None, pa.string())
+    kind = pc.if_else(failed, str(Kind.CRASH), pc.if_else(benign, str(Kind.BENIGN),
+                                                          pc.if_else(discrepancy, str(Kind.DISCREPANCY), none)))
     sep = "\x1f"
     joined = pc.if_else(failed, pc.binary_join_element_wise(kind, *(parts[f] for f in FAILURE_FIELDS), sep),
                         pc.binary_join_element_wise(kind, *(parts[f] for f in DIVERGENCE_FIELDS), sep))
@@ -249,7 +288,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
         encoded = encoded.combine_chunks()
     ids = pa.array([f"{s[0]}-{hashlib.sha256(s.encode()).hexdigest()[:10]}" if s else None
                     for s in encoded.dictionary.to_pylist()], pa.string())
-    return pa.table({"kind": kind, "cluster": pc.take(ids, encoded.indices), **parts})
+    return pa.table({"kind": kind, "cluster": pc.take(ids, encoded.indices), **parts})  # band: severity, not key
 
 
 _KEY_SCHEMA = None

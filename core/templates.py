@@ -2,10 +2,13 @@
 
 The rules run as RE2 regexes in pyarrow over whole columns (a million messages in seconds),
 and one message goes through the same code, so a record's stored signature and a cluster
-key computed later agree. Kept: the words a person searches for, operator names
-(``aten.upsample_bicubic2d.vec``, ``Conv``), dtypes, exception names. Masked: numbers,
+key computed later agree. Kept: the words a person searches for, ONNX and OpenVINO operation
+types (``Conv``), dtypes, exception names. Masked: graph operator names, one or a list (the first
+one a message names is a part of a failure's key of its own, ``failing_op_array``), numbers,
 shapes, addresses, hashes, paths and generated names (FX nodes ``add_3``, Inductor ``buf12``,
-ONNX exporter ``node_conv2d_1``, OpenVINO friendly names ``convolution_2/aten.convolution...``).
+ONNX exporter ``node_conv2d_1``, OpenVINO friendly names ``convolution_2/aten.convolution...``, FX
+references with or without digits ``%silu_default``, compiled-kernel hashes) and lists, whatever their
+length (``[%a, %b]`` and ``[%a, %b, %c]`` are one template).
 Boilerplate lines (OpenVINO's ``Check '...' failed at src/...``, the torch.onnx exporter's "next
 steps", Python traceback frames) and terminal colours are dropped first, so the informative lines
 make the first ``LINES`` of the template.
@@ -45,6 +48,12 @@ _RULES: list[tuple[str, str]] = [
     (r"\b[\w.@+-]+(?:/[\w.@+-]+)+\.(?:py|pyx|cpp|cc|cxx|c|h|hpp|cu|cuh|so|onnx|xml|bin)\b(?::\d+)*"
      r"|\b[\w@+-]+\.(?:py|cpp|cc|cxx|hpp|cu)\b(?::\d+)*", "<path>"),  # relative source files, line numbers
     (r"\b0x[0-9a-fA-F]+\b", "<addr>"),
+    # operator names, one or a list: the failing op is a part of the key of its own (failing_op_array)
+    (r"\b(?:aten|prims|torchvision|quantized)(?:\.|::)\w+(?:\.\w+)?(?:\s*,\s*(?:aten|prims|torchvision|quantized)"
+     r"(?:\.|::)\w+(?:\.\w+)?)*", "<op>"),
+    (r"%[A-Za-z_][\w.]*", "%<name>"),  # FX node references, with or without digits
+    (r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)*_default(?:_\d+)?\b", "<name>"),  # FX node names: silu_default
+    (r"\b[a-z0-9]{20,}\b", "<hash>"),  # compiled-kernel names and other generated hashes
     (r"\b[0-9a-f]{8,}\b", "<hex>"),
     (r"(?:torch\.)?Size\(\[[^\]]*\]\)", "<shape>"),
     (r"(\b[a-z]+\d+)?\[(?:[\d?,\s-]*\d[\d?,\s-]*|[?,\s]*\?[?,\s]*)\]", r"\1<shape>"),  # [1, 3], bf16[?,?]
@@ -57,6 +66,9 @@ _RULES: list[tuple[str, str]] = [
     (r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*_\d+\b", "<name>"),
     (r"\b\d+(?:\.\d+)?(ms|s|[KMGT]i?B)\b", r"<num>\1"),  # 300s, 1.5GiB
     (r"\b[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?\b", "<num>"),
+    # lists of masked items, whatever their length: [<name>, <name>], (<num>, <num>, <num>)
+    (r"(?:%?<(?:name|num|shape|hex|hash)>|'[^'\n]{0,80}'|\w+)(?:\s*,\s*(?:%?<(?:name|num|shape|hex|hash)>|"
+     r"'[^'\n]{0,80}'))+", "<list>"),
     (r"[ \t]+", " "),
 ]
 
@@ -76,6 +88,48 @@ def template_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
         messages = messages.combine_chunks()
     encoded = pc.dictionary_encode(pc.fill_null(pc.cast(messages, pa.large_string()), ""))
     return pc.take(template_array(encoded.dictionary), encoded.indices)
+
+
+# The graph operator a failure names, first match wins: an FX node's target, the ONNX exporter's
+# OpOverload, a dotted or C++ operator name, then an FX node name (``%silu_1``: aten.silu).
+_OPERATOR_PATTERNS = (
+    r"target=torch\.ops\.(?P<op>(?:aten|prims|quantized|torchvision)\.\w+\.\w+)",
+    r"OpOverload\(op='(?P<op>(?:aten|prims|quantized|torchvision)\.\w+)', overload='(?P<overload>\w+)'",
+    r"\b(?P<op>(?:aten|prims|torchvision)(?:\.|::)\w+(?:\.(?:default|Tensor|Scalar|int|dim\w*|vec|self|out|\w+_\w+))?)",
+    r"%(?P<op>[a-z][a-z0-9_]*?)(?:_default)?(?:_\d+)?\b",
+)
+_NOT_OPS = r"^aten\.(?:arg|primals|tangents|xs|getitem|p_|b_|c_|x\b|input|self|l_|output|_tensor_constant)"
+
+
+def failing_op_array(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The graph operator each failure message names (``aten.silu.default``), "" when it names none:
+    structure comes before wording in a failure's identity (``core.bugs``)."""
+    text = pc.utf8_slice_codeunits(pc.fill_null(pc.cast(messages, pa.large_string()), ""), 0, 8000)
+    found = pa.nulls(len(text), pa.large_string())
+    for pattern in _OPERATOR_PATTERNS:
+        parts = pc.extract_regex(text, pattern=pattern)
+        op = pc.struct_field(parts, "op")
+        if "overload" in pattern:
+            op = pc.binary_join_element_wise(op, pc.struct_field(parts, "overload"), pa.scalar(".", pa.large_string()))
+        elif pattern.startswith("%"):  # an FX node is named after its op: silu, silu_1, silu_default
+            op = pc.binary_join_element_wise(pa.scalar("aten", pa.large_string()), op, pa.scalar(".", pa.large_string()))
+            op = pc.if_else(pc.fill_null(pc.match_substring_regex(op, _NOT_OPS), False),
+                            pa.scalar(None, pa.large_string()), op)  # an input or a getitem names no op
+        found = pc.coalesce(found, pc.replace_substring(op, "::", "."))
+    return pc.fill_null(found, "")
+
+
+def failing_op_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``failing_op_array``, each distinct message read once."""
+    if isinstance(messages, pa.ChunkedArray):
+        messages = messages.combine_chunks()
+    encoded = pc.dictionary_encode(pc.fill_null(pc.cast(messages, pa.large_string()), ""))
+    return pc.take(failing_op_array(encoded.dictionary), encoded.indices)
+
+
+def failing_op(message: str | None) -> str:
+    """The graph operator one failure message names, "" when none."""
+    return failing_op_array(pa.array([message or ""], pa.large_string()))[0].as_py()
 
 
 def template(message: str | None) -> str:

@@ -84,7 +84,8 @@ SCHEMA = {
             "far": {"type": "number", "exclusiveMinimum": 0},
             "detection_adapter": {"type": "boolean"},
             "align": {"type": "boolean"},
-            "align_scope": {"enum": ["seed", "run"]}}},
+            "align_scope": {"enum": ["seed", "run"]},
+            "explain": {"type": "boolean"}}},
         "ray": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": ["string", "null"]},
             "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
@@ -106,7 +107,7 @@ DEFAULTS = {
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
                 "detection_adapter": True, "align": True,
-                "align_scope": "seed"},
+                "align_scope": "seed", "explain": True},
     "ray": {"address": None, "num_cpus": None},
 }
 

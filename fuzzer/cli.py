@@ -77,12 +77,12 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _run(run_dir: str):
+def _run(run_dir: str, args=None):
     from analysis.api import load_run
     from analysis.store import ResultsError
 
     try:
-        return load_run(run_dir)
+        return load_run(run_dir, getattr(args, "known", None), getattr(args, "catalog", None))
     except ResultsError as e:
         raise UserError(str(e)) from None
 
@@ -90,8 +90,9 @@ def _run(run_dir: str):
 def cmd_triage(args) -> int:
     from analysis.triage import render_clusters
 
-    run = _run(args.run_dir)
-    print(render_clusters(run.clusters(), limit=args.limit))
+    run = _run(args.run_dir, args)
+    print(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
+                          benign_shown=args.benign))
     return 0
 
 
@@ -101,7 +102,7 @@ def cmd_report(args) -> int:
     except ImportError as e:
         raise UserError(f"gapfuzz report needs {e.name}: pip install 'gapfuzz[notebook]'") from None
 
-    run = _run(args.run_dir)
+    run = _run(args.run_dir, args)
     try:
         path = write_report(run, args.out)
     except OSError as e:
@@ -113,7 +114,7 @@ def cmd_report(args) -> int:
 def cmd_diff(args) -> int:
     from analysis.triage import diff, render_diff
 
-    before, after = _run(args.run_a), _run(args.run_b)
+    before, after = _run(args.run_a, args), _run(args.run_b, args)
     print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
     return 0
 

@@ -56,18 +56,21 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     t = sub.add_parser("triage", help="cluster table of a run folder")
     t.add_argument("run_dir")
     t.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
-    t.set_defaults(fn=commands["triage"])
+    t.add_argument("--benign", action="store_true", help="also list differences explained without a defect")
 
     rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
     rp.add_argument("run_dir")
     rp.add_argument("--out", type=path_arg, help="HTML file to write (default: RUN_DIR/report.html)")
-    rp.set_defaults(fn=commands["report"])
 
     d = sub.add_parser("diff", help="clusters new, gone and still there between two campaigns")
     d.add_argument("run_a", help="the earlier run folder")
     d.add_argument("run_b", help="the later run folder")
     d.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
-    d.set_defaults(fn=commands["diff"])
+    for q, name in ((t, "triage"), (rp, "report"), (d, "diff")):
+        q.add_argument("--known", type=path_arg, help="known-issues file (YAML) that marks clusters already known")
+        q.add_argument("--catalog", type=path_arg,
+                       help="folder with a seed catalog (gapfuzz seeds scan) to rate impact against (default: the run's)")
+        q.set_defaults(fn=commands[name])
 
     s = sub.add_parser("seeds", help="list seeds")
     ss = s.add_subparsers(dest="seeds_command", required=True)

@@ -119,7 +119,7 @@ class Driver:
         ledger = ray.remote(num_cpus=0)(AlignLedger).remote() if c.compare.align_scope == "seed" else None
         self.judge = JudgeSettings(self.ref_name, self.oracle_name, c.run.timeout_s, c.run.repeats,
                                    c.run.retry_faults, c.compare.settings, c.compare.detection_adapter,
-                                   c.compare.align, ledger, c.probes)
+                                   c.compare.align, ledger, c.probes, c.compare.explain)
         for device in self.devices:
             settings = c.pool(device)
             self._check_resources(settings)

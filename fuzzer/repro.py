@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import Status, Verdict, bug_key
+from core.bugs import Kind, Status, Verdict, bug_key
 from core.templates import template
 from workers.messages import JudgeSettings
 from workers.probes import Probe, probed
@@ -49,6 +49,12 @@ class ReproResult:
     mutations_dropped: int = 0
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
+    # what the minimised bug is, for merging clusters whose reproducers are the same (analysis.merge)
+    backend: str = ""
+    stack: str = ""
+    kind: str = ""
+    symptom: str = ""  # a divergence's symptom, or a failure's status and exception type
+    ops: list = field(default_factory=list)  # the minimised graph's operators, in graph order
 
 
 class ReproError(ValueError):
@@ -119,12 +125,15 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     variant = probed(variant, probe)
     settings = JudgeSettings(c.reference.name, c.oracle.name if c.oracle else None,
                              target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,
-                             compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False)
+                             compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False,
+                             explain=False)
     output_kind = record.get("output_kind") or "tensor"
     same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind)
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
-    result = ReproResult(str(out), "not-reproduced", nodes_before=variant.node_count)
+    result = ReproResult(str(out), "not-reproduced", nodes_before=variant.node_count, backend=target.name,
+                         stack=f"{target.stack}@{target.device}", kind=str(key.kind),
+                         symptom=key["symptom"] if key.kind != Kind.CRASH else f"{key['status']} {key['error_type']}")
     try:
         if not predicate(variant):
             result.predicate_calls = same_bug.calls
@@ -136,6 +145,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     finally:
         same_bug.close()
     result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped
+    result.ops = [str(n.target) for n in final.gm.graph.nodes if n.op == "call_function"]
     title = _title(record, target.name, final)
     compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}
     save_inputs(final, out / "inputs.pt")

@@ -76,3 +76,4 @@ class CompareSettings:
     detection_adapter: bool
     align: bool
     align_scope: str  # seed: tier 2 once per seed and case; run: every run
+    explain: bool  # test explanation hypotheses on eager for divergent runs

@@ -17,17 +17,17 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.api import load_run  # noqa: E402
 from analysis.findings import classify, performance  # noqa: E402
+from analysis.known import KnownIssues  # noqa: E402
 from analysis.store import ResultsError  # noqa: E402
 from analysis.table import markdown_table  # noqa: E402
 
 
-def defects(run, annotations: dict) -> tuple[dict[str, int], int]:
+def defects(run, annotations: KnownIssues) -> tuple[dict[str, int], int]:
     """Defects noted by hand (id -> runs showing it) in one run folder, and how many more clusters
     message rules class as defects."""
     clusters = run.clusters()
@@ -44,8 +44,8 @@ def defects(run, annotations: dict) -> tuple[dict[str, int], int]:
     return found, by_rule
 
 
-def row(path: str, annotations: dict) -> tuple[dict, dict]:
-    run = load_run(path)
+def row(path: str, annotations: KnownIssues) -> tuple[dict, dict]:
+    run = load_run(path, annotations.path)
     _, fig = performance(run)
     records = run.records(["variant_id", "seed_id", "probe"])
     hours = fig["busy_s"] / 3600
@@ -66,9 +66,9 @@ def main() -> int:
     p.add_argument("--annotations", default="docs/findings/annotations.yaml")
     a = p.parse_args()
     try:
-        annotations = yaml.safe_load(Path(a.annotations).read_text()) or {}
+        annotations = KnownIssues.load(a.annotations)
         rows = [row(r, annotations) for r in a.runs]
-    except (OSError, ResultsError, yaml.YAMLError) as e:
+    except (OSError, ResultsError) as e:
         print(f"input_axis_study: {e}".splitlines()[0], file=sys.stderr)
         return 2
     print(markdown_table(pd.DataFrame([r for r, _ in rows])))

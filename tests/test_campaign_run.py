@@ -56,7 +56,7 @@ def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_camp
     assert df.groupby(["variant_id", "backend", "probe"]).size().max() == 1
     assert df.groupby(["variant_id", "backend"])["probe"].nunique().eq(PROBES).all()
     assert set(df["status"]) <= {"ok", "mismatch"}
-    assert (df["schema_version"] == 2).all() and df["graph_hash"].notna().all()
+    assert (df["schema_version"] == 3).all() and df["graph_hash"].notna().all()
     assert "eager-copy@cpu" in proc.stdout and "results:" in proc.stdout
     target = df[df["backend"] == "eager-copy@cpu"]
     assert (target["verdict"] == "agree").all() and (target["max_abs_err"] == 0).all()
@@ -136,7 +136,7 @@ def test_kill_minus_9_three_times_and_ctrl_c_then_resume_equal_a_clean_run(tmp_p
 
 def test_tier_2_locates_a_case_once_per_seed(tmp_path, write_campaign):
     """Bisection is a dozen compiles a run: a variant of the seed that diverges the same way (target,
-    symptom, dtype, error decade) as one located or being located names it, even on another worker."""
+    symptom, dtype) as one located takes its location, even on another worker, and says so."""
     path = write_campaign("""
 name: located
 seeds: [{source: timm, include: [test_vit]}]
@@ -154,14 +154,17 @@ run: {repeats: 1}
             for r in div.itertuples()}  # per record: each probe of a variant is a run of its own
     why = div["align_error"].fillna("")
     located = div[div["first_div_op"].notna() & (why == "")]  # tier 2 ran on these
-    skipped = div[why.str.match(r"not run: (being )?located on (?!probe )")]  # another variant's case
-    shared = div[why.str.startswith("not run: located on probe ")]  # its variant's first diverging probe
-    other = div[why.str.startswith("not run: left to probe ")]  # that probe diverged otherwise
-    assert len(located) + len(skipped) + len(shared) + len(other) == len(div) and len(skipped) >= 1
+    inherited = div[why.str.match(r"not run: (inherited from|being located on) ")]  # another variant's case
+    shared = div[why.str.startswith("not run: located on probe ")]  # its variant's first probe so diverging
+    other = div[why.str.startswith("not run: left to probe ")]  # that probe was left unlocated
+    assert len(located) + len(inherited) + len(shared) + len(other) == len(div) and len(inherited) >= 1
     assert len({keys[i] for i in located.index}) == len(located)  # each case located once
-    for r in skipped.itertuples():
-        vid = r.align_error.split(" located on ")[1].split(" at ")[0]
-        assert keys[r.Index] in {keys[i] for i in located.index[located["variant_id"] == vid]}
+    for r in inherited.itertuples():
+        vid = r.align_error.split(" from ")[-1].split(" on ")[-1].split(",")[0]
+        theirs = located[located["variant_id"] == vid]
+        assert keys[r.Index] in {keys[i] for i in theirs.index}
+        if "inherited" in r.align_error:  # the location travels with the run
+            assert r.first_div_op in set(theirs["first_div_op"]) and r.align_error.endswith(f"at {r.first_div_op}")
     for r in shared.itertuples():  # the location of the same variant and backend, on the probe it names
         probe = r.align_error.removeprefix("not run: located on probe ")
         first = div[(div["variant_id"] == r.variant_id) & (div["probe"] == probe)]

@@ -91,7 +91,7 @@ def test_a_message_rule_classes_the_clusters_without_a_note(tmp_path):
     assert "Unused." not in text
     bad = notes.replace("class: harness", "class: oops")
     proc, _ = _doc(tmp_path, run_dir, bad)
-    assert proc.returncode == 2 and "_by_message rule 'never'" in proc.stderr
+    assert proc.returncode == 2 and "never: unknown class 'oops'" in proc.stderr and proc.stderr.count("\n") == 1
 
 
 def test_a_study_has_its_own_title_and_counts_its_defects_per_cpu_hour(tmp_path):

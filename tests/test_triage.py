@@ -12,7 +12,8 @@ import pytest
 from analysis.clusters import clusters
 from core.bugs import error_band
 from analysis.portability import seeds, slowdowns, support, tolerance_curve
-from core.templates import template, template_array
+from core.bugs import signature
+from core.templates import failing_op, template, template_array
 
 # Pairs of real messages that differ only in numbers, shapes, addresses, paths or generated names.
 SAME = {
@@ -92,17 +93,34 @@ def test_messages_differing_only_in_numbers_shapes_names_share_a_template(name):
     assert template(a).strip()
 
 
-def test_templates_keep_what_a_person_searches_for():
+def test_templates_and_failing_ops_keep_what_a_person_searches_for():
     ov = "Check 'false' failed at src/x.cpp:1:\nSummary:\n-- No conversion rule found for operations: aten.{}.default"
-    assert template(ov.format("addbmm")) != template(ov.format("_trilinear"))
-    assert "aten.addbmm.default" in template(ov.format("addbmm"))
+    assert signature("convert", "E", ov.format("addbmm")) != signature("convert", "E", ov.format("_trilinear"))
+    assert failing_op(ov.format("addbmm")) == "aten.addbmm.default"
+    assert failing_op(ov.format("addbmm") + ", aten.cummax.default") == "aten.addbmm.default"  # the first it names
+    assert template(ov.format("addbmm") + ", aten.cummax.default") == template(ov.format("addbmm"))
     assert "Convolution" in template(SAME["openvino cpu plugin"][0])
+    assert failing_op(SAME["openvino cpu plugin"][0]) == "aten.convolution.default"
     assert "tensor(bfloat16)" in template(SAME["onnxruntime invalid graph"][0])
-    assert "aten.cat.default" in template(SAME["inductor lowering"][0])
+    assert failing_op(SAME["inductor lowering"][0]) == "aten.cat.default"
     onnx = template(SAME["torch.onnx exporter"][0])
-    assert "aten.special_chebyshev_polynomial_w" in onnx and "DispatchError" in onnx and "\x1b" not in onnx
+    assert failing_op(SAME["torch.onnx exporter"][0]) == "aten.special_chebyshev_polynomial_w.default"
+    assert "DispatchError" in onnx and "\x1b" not in onnx
+    assert failing_op("no operator named here") == ""
     assert template("conv2d got float16") != template("conv3d got bfloat16")
     assert template("index out of range") != template("division by zero")
+
+
+def test_generated_names_with_or_without_digits_and_lists_of_any_length_share_a_template():
+    a = "planted fault at %silu_default: its users [%mul_2, %add] disagree"
+    b = "planted fault at %silu_default_3: its users [%mul_7, %add_1, %cat] disagree"
+    assert template(a) == template(b) and failing_op(a) == failing_op(b) == "aten.silu"
+    assert failing_op("cannot lower %silu_2 (its users: [%mul])") == "aten.silu"
+    assert failing_op("placeholder %arg0_1 is bad") == ""
+    assert "planted fault" in template(a)
+    kernels = ("Exception in kernel cj75wjonhg4kmbq2x6vgyqkjwzj5r3ybcsegm4xzk2gba3n, node 12",
+               "Exception in kernel ca2bx7l3jtyn6wq5pvcf5d3muhk6ssbrvqpz3oof4pykfgjkqa, node 7")
+    assert template(kernels[0]) == template(kernels[1])
 
 
 def test_column_and_single_message_agree():

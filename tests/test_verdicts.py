@@ -10,7 +10,7 @@ import torch
 
 from seeds.capture import capture
 from seeds.spec import BuiltSeed, SeedInfo
-from workers.align import AlignLedger
+from workers.align import AlignLedger, Location
 from workers.compare import Settings, compare
 from workers.messages import JudgeSettings, RunRequest
 from workers.registry import parse_backend
@@ -124,8 +124,9 @@ def test_a_case_is_located_once_and_named_by_the_runs_after_it(sandbox):
     first = _run(sandbox, v, target, ledger=ledger)
     assert first.figures["first_div_node"] == chosen
     again = _run(sandbox, v, target, ledger=ledger)
-    assert again.figures["verdict"] == "target-divergent" and again.figures.get("first_div_node") is None
-    assert again.figures["align_error"] == "not run: located on v at aten.tanh.default"
+    assert again.figures["verdict"] == "target-divergent" and again.figures.get("align_prepares") is None
+    assert again.figures["align_error"] == "not run: inherited from v, located at aten.tanh.default"
+    assert again.figures["first_div_node"] == chosen  # the location travels with the case
     other = _run(sandbox, v, dataclasses.replace(target, label="other"), ledger=ledger)
     assert other.figures["first_div_node"] == chosen  # another target's case does not count
 
@@ -133,8 +134,8 @@ def test_a_case_is_located_once_and_named_by_the_runs_after_it(sandbox):
 def test_a_failed_location_lets_the_next_run_of_the_case_try():
     ledger = AlignLedger()
     assert ledger.claim("s|b|numeric|float32|2", "s#0") is None
-    assert ledger.claim("s|b|numeric|float32|2", "s#1") == "being located on s#0"
-    ledger.settle("s|b|numeric|float32|2", "s#0", None)
+    assert ledger.claim("s|b|numeric|float32|2", "s#1") == Location("s#0")
+    ledger.settle("s|b|numeric|float32|2", "s#0", None, None)
     assert ledger.claim("s|b|numeric|float32|2", "s#2") is None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -38,24 +39,41 @@ def align_case(seed_id: str, key: BugKey) -> str:
     return f"{seed_id}|{key.id}"
 
 
+@dataclass(frozen=True)
+class Location:
+    """Where a case was located (``op`` set) or is being located (``op`` None), and on which variant."""
+
+    variant_id: str
+    node: str | None = None
+    op: str | None = None
+
+    def inherit(self, figures: dict) -> None:
+        """A run of the same case takes this location, and says so (``align_error``)."""
+        if self.op:
+            figures.update(first_div_node=self.node, first_div_op=self.op,
+                           align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
+        else:
+            figures["align_error"] = f"not run: being located on {self.variant_id}"
+
+
 class AlignLedger:
     """Tier 2 once per case (``compare.align_scope: seed``): bisection is a dozen compiles a run,
     and a seed's variants mostly diverge the same way. The first run to claim a case locates it;
-    the others name it. One per campaign, shared by every worker as a Ray actor."""
+    the others inherit its location. One per campaign, shared by every worker as a Ray actor."""
 
     def __init__(self):
-        self.cases: dict[str, str] = {}
+        self.cases: dict[str, Location] = {}
 
-    def claim(self, case: str, variant_id: str) -> str | None:
+    def claim(self, case: str, variant_id: str) -> Location | None:
         """None: locate it, then ``settle``. Otherwise where it is (being) located."""
         if case in self.cases:
             return self.cases[case]
-        self.cases[case] = f"being located on {variant_id}"
+        self.cases[case] = Location(variant_id)
         return None
 
-    def settle(self, case: str, variant_id: str, op: str | None) -> None:
+    def settle(self, case: str, variant_id: str, node: str | None, op: str | None) -> None:
         if op:
-            self.cases[case] = f"located on {variant_id} at {op}"
+            self.cases[case] = Location(variant_id, node, op)
         else:  # tier 2 failed there: the next run of the case tries again
             self.cases.pop(case, None)
 

@@ -221,6 +221,16 @@ class Executor:
         finally:
             self._release(spec.device)
 
+    def emulate(self, variant_id: str, probe: Probe = Probe()) -> dict:
+        """Eager's outputs on the probe under each explanation hypothesis (``workers.explain``)."""
+        from core.ir import Variant
+
+        from .explain import emulate
+
+        self._settle()
+        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        return emulate(variant.gm, variant.inputs)
+
     def _release(self, device: str) -> None:
         try:
             import torch

@@ -53,6 +53,7 @@ class JudgeSettings:
     align: bool = True  # tier 2 for target-divergent runs
     ledger: object = None  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run
     probes: ProbeSettings | None = None  # None: the example inputs alone
+    explain: bool = True  # test explanation hypotheses on eager for divergent runs (workers.explain)
 
 
 @dataclass

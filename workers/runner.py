@@ -17,6 +17,7 @@ from core.ir import tensor_from_wire
 
 from .align import align_case
 from .executor import Executor
+from .explain import explain
 from .judge import Judge, RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import RunOutcome
@@ -67,6 +68,7 @@ class VariantJob:
         self.loaded = False
         self.probes: list[Probe] = [Probe()]  # the variant's, the example first (from the executor's load)
         self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
+        self.emulated: dict[str, dict] = {}  # probe -> eager's outputs under each explanation hypothesis
 
     def _load(self) -> None:
         if self.loaded:
@@ -110,6 +112,22 @@ class VariantJob:
             self.loaded = False
             return {"align_error": f"{reply.status} {reply.cause}"}
         return reply
+
+    def explain(self, o: RunOutcome, probe: Probe, reference: list, output_kind: str) -> None:
+        """The hypothesis that explains a divergent run (``workers.explain``), from eager's emulations
+        on the probe, computed once per probe for all the targets; a fault or error leaves it unexplained."""
+        if output_kind == "boxes":
+            return  # detections are compared after canonical ordering: emulations are not
+        if probe.name not in self.emulated:
+            try:
+                reply = self.sb.request(Executor.emulate, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
+            except RemoteError:
+                reply = None
+            self.emulated[probe.name] = reply if isinstance(reply, dict) else {}
+        found = explain(o.figures, self.outputs[(o.backend, probe.name)], reference, self.emulated[probe.name],
+                        self.s.compare, o.device)
+        if found is not None:
+            o.figures["explanation"], o.figures["explain_ratio"] = str(found[0]), found[1]
 
     def run(self, spec: BackendSpec) -> list[RunOutcome]:
         """One outcome per probe (the example's first), or the one failure that stopped the backend."""
@@ -176,7 +194,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     for o in outcomes:
         if o.backend == s.reference and o.status in FAILED and o.probe != EXAMPLE:
             known[(s.reference, o.probe)] = RefusedProbe(o.error_type or "", o.message or "")
-    located: dict[str, RunOutcome] = {}  # backend -> its first located run in this variant
+    located: dict[tuple, RunOutcome] = {}  # (backend, symptom) -> its first located run in this variant
     for probe in job.probes:
         refused = known.get((s.reference, probe.name))
         if isinstance(refused, RefusedProbe):
@@ -190,13 +208,16 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
         for o in outcomes:
             if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference:
                 judge(o, job.outputs[(o.backend, probe.name)])
+                if s.explain and o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
+                    job.explain(o, probe, known[(s.reference, probe.name)], request.output_kind)
+                symptom_located = (o.backend, o.figures.get("symptom"))
                 if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
-                    if o.backend in located:
-                        _share_location(o, located[o.backend])
+                    if symptom_located in located:
+                        _share_location(o, located[symptom_located])
                     else:
                         case = align_case(request.seed_id, bug_key(o.key_fields()))
                         _locate(job, specs[o.backend], o, case, s.ledger, probe)
-                        located[o.backend] = o
+                        located[symptom_located] = o
                     if o.figures.get("amplified"):
                         o.figures["verdict"] = Verdict.AMPLIFIED
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
@@ -207,10 +228,11 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
 
 
 def _share_location(o: RunOutcome, first: RunOutcome) -> None:
-    """Tier 2 runs once per (variant, backend), on the first probe that diverges (it re-runs the graph
-    node by node, which on a model costs more than all the probes); a later probe with the same
-    symptom takes that location, one with another symptom stays unlocated, saying why."""
-    if first.figures.get("first_div_op") and o.figures.get("symptom") == first.figures.get("symptom"):
+    """Tier 2 runs once per (variant, backend, symptom), on the first probe that diverges so (it re-runs
+    the graph node by node, which on a model costs more than all the probes); a later probe with the
+    same symptom takes that location (a NaN probe's divergence has a tier 2 of its own: its cause
+    is seldom the example's)."""
+    if first.figures.get("first_div_op"):
         for k in ("first_div_node", "first_div_op", "amplified"):
             if k in first.figures:
                 o.figures[k] = first.figures[k]
@@ -223,12 +245,12 @@ def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger
     """Tier 2 for one target-divergent run, unless the ledger says its case is located elsewhere."""
     known = _ask(ledger.claim, case, job.vid) if ledger is not None else None
     if known:
-        o.figures["align_error"] = f"not run: {known}"
+        known.inherit(o.figures)
         return
     t1 = time.perf_counter()
     o.figures.update(job.align(spec, probe), align_s=time.perf_counter() - t1)
     if ledger is not None:
-        _ask(ledger.settle, case, job.vid, o.figures.get("first_div_op"))
+        _ask(ledger.settle, case, job.vid, o.figures.get("first_div_node"), o.figures.get("first_div_op"))
 
 
 def _ask(fn, *args):

@@ -1,0 +1,160 @@
+"""Known issues: what a cluster already is, read from a YAML file, so triage and ``gapfuzz diff`` tell a
+known defect or documented behaviour from a new one.
+
+The findings documents' annotations file is one of these, generalised. Top-level keys:
+
+- a cluster id (``d-32c9476d07: {class, note, same_as}``): that cluster, read by hand;
+- ``_known``: a list of issues matched on cluster columns, so that they hold in every campaign,
+  whatever the ids: ``{name, class, note, url, reproducer, same_as, where: {column: regular
+  expression}}`` (``reproducer``: the folder of a minimised reproducer beside the file); a list
+  column (``backends``, ``ops``, ``dtypes``) matches when one of its items does, every ``where``
+  entry must match (a full match, on the column's text);
+- ``_by_message``: a list of ``{name, match, class, note}``, ``match`` searched in the cluster's
+  one-line description;
+- ``_title``, ``_summary``: text for the findings document.
+
+Nothing in the file is executed: regular expressions are the only patterns, and a bad one, an
+unknown column or class is one line naming the file and the entry.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from core.strict_yaml import YamlError, load
+
+from .store import ResultsError
+from .triage import describe
+
+CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",
+           "reference": "reference (eager) is the less accurate side", "open": "not yet classified",
+           "harness": "gapfuzz's own bug", "benign": "no defect (benign difference)",
+           "explained": "explained: eager reproduces it under a hypothesis (no hand note)"}
+MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "dtypes", "seed_ids", "families", "probes",
+             "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "first_div_op",
+             "output_dtype", "message")
+LISTS = ("backends", "ops", "dtypes", "seed_ids", "families", "probes")
+_ID = re.compile(r"^[cdb]-[0-9a-f]{10}$")
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    name: str
+    klass: str
+    note: str = ""
+    url: str = ""
+    where: dict = field(default_factory=dict)  # column -> compiled pattern
+    message: re.Pattern | None = None  # _by_message: searched in the one-line description
+    same_as: str | None = None  # the same defect as that issue or cluster (counted once)
+    reproducer: str | None = None  # a reproducer folder's name, beside the file
+
+    @property
+    def by_id(self) -> bool:
+        return bool(_ID.match(self.name))
+
+    def matches(self, row) -> bool:
+        if self.message is not None:
+            return bool(self.message.search(describe(row)))
+        for column, pattern in self.where.items():
+            value = row[column] if column in row.index else None
+            items = list(value) if column in LISTS and value is not None else [value]
+            if not any(pattern.fullmatch("" if v is None or v != v else str(v)) for v in items):
+                return False
+        return True
+
+
+def _fail(path, what: str):
+    raise ResultsError(f"{path}: {what}")
+
+
+def _class(path, name: str, entry: dict) -> str:
+    klass = entry.get("class", "open")
+    if klass not in CLASSES:
+        near = difflib.get_close_matches(str(klass), CLASSES, n=1)
+        _fail(path, f"{name}: unknown class {klass!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return klass
+
+
+def _pattern(path, name: str, text) -> re.Pattern:
+    try:
+        return re.compile(str(text))
+    except re.error as e:
+        _fail(path, f"{name}: bad regular expression {text!r}: {e}")
+
+
+def _where(path, name: str, where) -> dict:
+    if not isinstance(where, dict) or not where:
+        _fail(path, f"{name}: 'where' must map cluster columns to regular expressions")
+    for column in where:
+        if column not in MATCHABLE:
+            near = difflib.get_close_matches(str(column), MATCHABLE, n=1)
+            _fail(path, f"{name}: unknown cluster column {column!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return {column: _pattern(path, name, text) for column, text in where.items()}
+
+
+class KnownIssues:
+    """The issues of one file, in the order they are tried: cluster ids, then ``_known``, then ``_by_message``."""
+
+    def __init__(self, issues: list[KnownIssue] = (), text: dict | None = None, path: str = ""):
+        self.issues, self.text, self.path = list(issues), dict(text or {}), path
+        self.by_id = {i.name: i for i in self.issues if _ID.match(i.name)}
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> KnownIssues:
+        if path is None:
+            return cls()
+        try:
+            given = load(Path(path).read_bytes(), str(path)) or {}
+        except YamlError as e:
+            raise ResultsError(str(e)) from None
+        except OSError as e:
+            raise ResultsError(f"{path}: cannot read: {e.strerror or e}") from None
+        if not isinstance(given, dict):
+            _fail(path, "a mapping of cluster ids and _known / _by_message lists is expected")
+        issues, text = [], {}
+        for key, entry in given.items():
+            if key in ("_title", "_summary"):
+                text[key] = entry
+            elif key == "_known" or key == "_by_message":
+                for i, e in enumerate(entry or []):
+                    if not isinstance(e, dict) or "name" not in e:
+                        _fail(path, f"{key}[{i}]: a mapping with a name is expected")
+                    name = str(e["name"])
+                    if key == "_known":
+                        issues.append(KnownIssue(name, _class(path, name, e), str(e.get("note", "")),
+                                                 str(e.get("url", "")), _where(path, name, e.get("where")),
+                                                 same_as=e.get("same_as"), reproducer=e.get("reproducer")))
+                    else:
+                        issues.append(KnownIssue(name, _class(path, name, e), str(e.get("note", "")),
+                                                 str(e.get("url", "")), message=_pattern(path, name, e.get("match"))))
+            elif _ID.match(str(key)) and isinstance(entry, dict):
+                issues.append(KnownIssue(str(key), _class(path, key, entry), str(entry.get("note", "")),
+                                         str(entry.get("url", "")), same_as=entry.get("same_as"),
+                                         reproducer=entry.get("reproducer") or str(key)))
+            else:
+                near = difflib.get_close_matches(str(key), ["_known", "_by_message", "_title", "_summary"], n=1)
+                _fail(path, f"unknown key {key!r}: a cluster id (c-, d- or b- and ten hex digits), _known, "
+                            f"_by_message, _title or _summary" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        ids = [i for i in issues if i.by_id]
+        return cls(ids + [i for i in issues if not i.by_id and i.message is None] +
+                   [i for i in issues if i.message is not None], text, str(path))
+
+    def match(self, clusters: pd.DataFrame) -> pd.Series:
+        """Each cluster's known issue (its name), None where none matches."""
+        out = []
+        for _, row in clusters.iterrows():
+            merged = row["merged"] if "merged" in row.index and isinstance(row["merged"], list) else []
+            hit = next((self.by_id[c] for c in [row["cluster"], *merged] if c in self.by_id), None) or next(
+                (i for i in self.issues if not i.by_id and i.matches(row)), None)
+            out.append(hit.name if hit else None)
+        return pd.Series(out, index=clusters.index, dtype=object)
+
+    def __getitem__(self, name: str) -> KnownIssue:
+        return next(i for i in self.issues if i.name == name)
+
+    def __len__(self) -> int:
+        return len(self.issues)

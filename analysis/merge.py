@@ -1,0 +1,58 @@
+"""Clusters merged after minimising: the same operator sequence with the same symptom on the same stack.
+
+Two clusters can differ in everything a key reads on the variant (its first divergent op, say,
+``linear`` on one model and ``addmm`` on another) and still minimise to the same reproducer. What
+``gapfuzz repro`` wrote for a cluster (``repros/<cluster>/shrink.json``: its minimised graph's
+operators, the stack and the symptom) merges those: the first in triage order stays and lists the
+others under ``merged``, its counts are the sums. Only reproducers that failed every time count.
+The files are read as JSON, never run.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+SUMMED = ("count", "variants", "unmutated", "inherited")
+JOINED = ("seed_ids", "families", "backends", "probes", "ops", "dtypes", "mutations")
+
+
+def minimised(repros: Path) -> dict[str, tuple]:
+    """Cluster id -> (stack, kind, symptom, operator sequence) of each reproducible minimised cluster."""
+    out = {}
+    for f in sorted(Path(repros).glob("*/shrink.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue  # a reproducer being written, or a folder of something else: not evidence
+        if isinstance(r, dict) and r.get("status") == "reproducible" and r.get("ops") and r.get("stack"):
+            out[f.parent.name] = (r["stack"], r.get("kind", ""), r.get("symptom", ""), tuple(map(str, r["ops"])))
+    return out
+
+
+def merge(clusters: pd.DataFrame, signatures: dict[str, tuple]) -> pd.DataFrame:
+    """``clusters`` (in triage order) with those of one minimised signature folded into the first."""
+    clusters = clusters.copy()
+    clusters["merged"] = [[] for _ in range(len(clusters))]
+    sig = clusters["cluster"].map(signatures)
+    groups = {}
+    for i, s in sig.items():
+        if isinstance(s, tuple):
+            groups.setdefault(s, []).append(i)
+    drop = []
+    for rows in groups.values():
+        if len(rows) < 2:
+            continue
+        keep, rest = rows[0], rows[1:]
+        for c in SUMMED:
+            clusters.at[keep, c] = clusters.loc[rows, c].sum()
+        clusters.at[keep, "seeds"] = len({s for r in rows for s in clusters.at[r, "seed_ids"]}) or \
+            clusters.loc[rows, "seeds"].max()
+        for c in JOINED:
+            clusters.at[keep, c] = list(dict.fromkeys(x for r in rows for x in clusters.at[r, c]))
+        clusters.at[keep, "vendor"] = bool(clusters.loc[rows, "vendor"].any())
+        clusters.at[keep, "max_tol_ratio"] = clusters.loc[rows, "max_tol_ratio"].max()
+        clusters.at[keep, "merged"] = list(clusters.loc[rest, "cluster"])
+        drop += rest
+    return clusters.drop(index=drop).reset_index(drop=True)
