@@ -37,10 +37,10 @@ USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
         "mutations", "probe", "align_error", "explanation"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
-           "seed_ids", "families", "backends", "probes", "ops", "dtypes", "mutations", "unmutated", "inherited",
+           "seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations", "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
            "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "merged", "known"]
-LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "ops", "dtypes", "mutations", "merged")
+LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations", "merged")
 
 
 def _col(df: pd.DataFrame, name: str, default=None) -> pd.Series:
@@ -123,7 +123,7 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["families"] = _lists(cid, _col(rows, "family"))
     out["seed_ids"] = _lists(cid, rows["seed_id"])
     out["ops"] = _lists(cid, _col(rows, "first_div_op"))
-    out["dtypes"] = _lists(cid, _col(rows, "output_dtype"))
+    out["output_dtypes"] = _lists(cid, _col(rows, "output_dtype"))
     out["inherited"] = pd.Series(_col(rows, "op_inherited").fillna(False).astype(bool).to_numpy()).groupby(
         cid.to_numpy()).sum()
     out["backends"] = _lists(cid, rows["backend"])

@@ -7,7 +7,7 @@ The findings documents' annotations file is one of these, generalised. Top-level
 - ``_known``: a list of issues matched on cluster columns, so that they hold in every campaign,
   whatever the ids: ``{name, class, note, url, reproducer, same_as, where: {column: regular
   expression}}`` (``reproducer``: the folder of a minimised reproducer beside the file); a list
-  column (``backends``, ``ops``, ``dtypes``) matches when one of its items does, every ``where``
+  column (``backends``, ``ops``, ``output_dtypes``) matches when one of its items does, every ``where``
   entry must match (a full match, on the column's text);
 - ``_by_message``: a list of ``{name, match, class, note}``, ``match`` searched in the cluster's
   one-line description;
@@ -34,10 +34,10 @@ CLASSES = {"defect": "real defect", "documented": "documented behaviour", "toler
            "reference": "reference (eager) is the less accurate side", "open": "not yet classified",
            "harness": "gapfuzz's own bug", "benign": "no defect (benign difference)",
            "explained": "explained: eager reproduces it under a hypothesis (no hand note)"}
-MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "dtypes", "seed_ids", "families", "probes",
+MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "output_dtypes", "seed_ids", "families", "probes",
              "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "first_div_op",
              "output_dtype", "message")
-LISTS = ("backends", "ops", "dtypes", "seed_ids", "families", "probes")
+LISTS = ("backends", "ops", "output_dtypes", "seed_ids", "families", "probes")
 _ID = re.compile(r"^[cdb]-[0-9a-f]{10}$")
 
 
@@ -60,7 +60,7 @@ class KnownIssue:
         if self.message is not None:
             return bool(self.message.search(describe(row)))
         for column, pattern in self.where.items():
-            value = row[column] if column in row.index else None
+            value = getattr(row, column, None)
             items = list(value) if column in LISTS and value is not None else [value]
             if not any(pattern.fullmatch("" if v is None or v != v else str(v)) for v in items):
                 return False
@@ -146,9 +146,10 @@ class KnownIssues:
     def match(self, clusters: pd.DataFrame) -> pd.Series:
         """Each cluster's known issue (its name), None where none matches."""
         out = []
-        for _, row in clusters.iterrows():
-            merged = row["merged"] if "merged" in row.index and isinstance(row["merged"], list) else []
-            hit = next((self.by_id[c] for c in [row["cluster"], *merged] if c in self.by_id), None) or next(
+        for row in clusters.itertuples(index=False):
+            merged = getattr(row, "merged", None)
+            merged = merged if isinstance(merged, list) else []
+            hit = next((self.by_id[c] for c in [row.cluster, *merged] if c in self.by_id), None) or next(
                 (i for i in self.issues if not i.by_id and i.matches(row)), None)
             out.append(hit.name if hit else None)
         return pd.Series(out, index=clusters.index, dtype=object)

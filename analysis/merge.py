@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 SUMMED = ("count", "variants", "unmutated", "inherited")
-JOINED = ("seed_ids", "families", "backends", "probes", "ops", "dtypes", "mutations")
+JOINED = ("seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations")
 
 
 def minimised(repros: Path) -> dict[str, tuple]:

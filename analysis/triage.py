@@ -54,7 +54,7 @@ def describe(row) -> str:
     if _given(explanation):
         ops = getattr(row, "ops", None)
         on = f" at {_items(ops)}" if ops is not None and len(ops) else ""
-        return f"explained: {explanation}{on} ({_items(getattr(row, 'dtypes', None) or [row.output_dtype])})"
+        return f"explained: {explanation}{on} ({_items(getattr(row, 'output_dtypes', None) or [row.output_dtype])})"
     where = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
     band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
     return f"{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"

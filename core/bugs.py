@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
-import traceback
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Mapping
@@ -135,39 +133,6 @@ DIVERGENCE_FIELDS = ("backend", "verdict", "symptom", "first_div_op", "output_dt
 KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
                "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree")  # what a key reads
 MISSING = "-"
-
-
-# ---------------------------------------------------------------- failures as records
-_UNSUPPORTED = re.compile(
-    r"not (?:yet )?(?:implemented|supported)|unsupported|no (?:kernel|implementation)|"
-    r"could not run .* with arguments from the|not available for|is not implemented for", re.I)
-_OOM = re.compile(r"out of memory|can't allocate memory|cannot allocate memory|bad_alloc|"
-                  r"failed to allocate|std::bad_alloc", re.I)
-
-
-def describe(exc: BaseException, limit: int = 2000) -> dict:
-    """The parts of an exception a record keeps: error_type, message (trimmed, not lost), traceback."""
-    msg = str(exc).strip() or repr(exc)
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    return {"error_type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
-            "message": msg[:limit], "traceback": tb[-limit:]}
-
-
-def status_of_error(error_type: str, message: str) -> Status:
-    """error, unsupported or oom, from what a stack raised."""
-    short = error_type.rsplit(".", 1)[-1]
-    if short in ("OutOfMemoryError", "MemoryError") or _OOM.search(message or ""):
-        return Status.OOM
-    if short in ("NotImplementedError",) or _UNSUPPORTED.search(message or ""):
-        return Status.UNSUPPORTED
-    return Status.ERROR
-
-
-def signature(stage: str | None, error_type: str | None, message: str | None) -> str:
-    """The ``signature`` column of a failed record: stage, exception type, failing op and message template."""
-    from .templates import failing_op, template
-
-    return f"{stage or MISSING}|{error_type or MISSING}|{failing_op(message) or MISSING}|{template(message)}"
 
 
 def key_id(*parts: str | None) -> str:

@@ -10,8 +10,10 @@ ONNX exporter ``node_conv2d_1``, OpenVINO friendly names ``convolution_2/aten.co
 references with or without digits ``%silu_default``, compiled-kernel hashes) and lists, whatever their
 length (``[%a, %b]`` and ``[%a, %b, %c]`` are one template).
 Boilerplate lines (OpenVINO's ``Check '...' failed at src/...``, the torch.onnx exporter's "next
-steps", Python traceback frames) and terminal colours are dropped first, so the informative lines
-make the first ``LINES`` of the template.
+steps", Python traceback frames, a crash's ``Fatal Python error`` line, which its signal already
+says, and the list of extension modules after it, however much of it a tail kept) and terminal
+colours are dropped first, so the informative lines make the first ``LINES`` of the template; a
+crash that printed nothing else is keyed by its signal (``core.bugs``).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ _NOISE = (r"(?m)^[ \t]*(?:Check '.*' failed at .*|Exception from .*:|Details:|Su
           r"During handling of the above exception.*|The above exception was the direct cause.*|"
           r"Set TORCH_LOGS.*|You can suppress this exception.*|For more information.*|"
           r"Original traceback:|from user code:|Current thread 0x.*|Thread 0x.*|Stack \(most recent call first\):|"
-          r"Extension modules: .*|\[end of output\]|FrontEnd API failed with \w+:|Model wasn't fully converted\.|"
+          r"Extension modules: .*|[\w.]+(?:, [\w.]+){3,}.*|Fatal Python error: .*|\[end of output\]|"
+          r"FrontEnd API failed with \w+:|Model wasn't fully converted\.|"
           r"Failed to convert the exported program to an ONNX model\..*|- If there is .*|- Create an error report .*|"
           r"## Exception summary|⬆️|\(Refer to the full stack trace above for more information\.\))"
           r"[ \t]*\r?$")
@@ -67,8 +70,8 @@ _RULES: list[tuple[str, str]] = [
     (r"\b\d+(?:\.\d+)?(ms|s|[KMGT]i?B)\b", r"<num>\1"),  # 300s, 1.5GiB
     (r"\b[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?\b", "<num>"),
     # lists of masked items, whatever their length: [<name>, <name>], (<num>, <num>, <num>)
-    (r"(?:%?<(?:name|num|shape|hex|hash)>|'[^'\n]{0,80}'|\w+)(?:\s*,\s*(?:%?<(?:name|num|shape|hex|hash)>|"
-     r"'[^'\n]{0,80}'))+", "<list>"),
+    (r"(?:%?<(?:name|num|shape|hex|hash)>(?:\.\w+)*|'[^'\n]{0,80}'|\w+)(?:\s*,\s*(?:%?<(?:name|num|shape|hex|hash)>"
+     r"(?:\.\w+)*|'[^'\n]{0,80}'))+", "<list>"),
     (r"[ \t]+", " "),
 ]
 

@@ -12,7 +12,8 @@ from collections import Counter
 
 import torch
 
-from core.bugs import Stage, Status, Verdict, describe
+from core.bugs import Stage, Status, Verdict
+from core.failures import describe
 from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from seeds import create_seed
 from seeds.capture import Captured, CaptureError, capture

@@ -6,7 +6,8 @@ import json
 
 from analysis.catalog import CatalogRow
 from analysis.schema import COLUMNS, RunRecord
-from core.bugs import COMPLETED, Stage, Status, signature
+from core.bugs import COMPLETED, Stage, Status
+from core.failures import signature
 from seeds.spec import SeedInfo
 from workers.outcome import RunOutcome
 

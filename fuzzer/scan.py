@@ -11,7 +11,8 @@ import random
 import ray
 
 from analysis.catalog import Catalog, CatalogRow
-from core.bugs import Stage, Status, signature
+from core.bugs import Stage, Status
+from core.failures import signature
 from seeds.scan import scan_seed
 from workers.dispatch import Done, map_calls
 from workers.pool import PoolSettings, connect, start_pool

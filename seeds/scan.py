@@ -14,7 +14,8 @@ from collections import Counter
 import torch
 
 from analysis.catalog import CatalogRow
-from core.bugs import Stage, Status, describe, signature
+from core.bugs import Stage, Status
+from core.failures import describe, signature
 from core.ir import target_name
 
 from .capture import CaptureError, capture

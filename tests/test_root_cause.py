@@ -164,7 +164,7 @@ def test_a_behaviour_is_one_cluster_over_ops_dtypes_and_seeds_and_benign_ones_st
     assert kinds == {Kind.DISCREPANCY: 2, Kind.BENIGN: 2}
     bf16 = c[c["explanation"] == "bfloat16"].iloc[0]
     assert bf16["count"] == 2 and sorted(bf16["ops"]) == ["aten.conv2d.default", "aten.linear.default"]
-    assert sorted(bf16["dtypes"]) == ["float16", "float32"] and bf16["seeds"] == 2 and not bf16["vendor"]
+    assert sorted(bf16["output_dtypes"]) == ["float16", "float32"] and bf16["seeds"] == 2 and not bf16["vendor"]
     assert pd.isna(c.iloc[0]["explanation"]) and c.iloc[0]["count"] == 1  # unexplained first, though smaller
     assert set(c.loc[c["kind"] == Kind.BENIGN, "explanation"]) == {"reduction-order", "ill-conditioned"}
 
@@ -199,7 +199,7 @@ def test_clusters_whose_minimised_reproducers_match_merge(tmp_path):
                       "variants": [2, 1, 1], "unmutated": [0, 0, 0], "inherited": [0, 0, 0], "seeds": [1, 1, 1],
                       "seed_ids": [["a"], ["b"], ["c"]], "families": [[]] * 3, "backends": [["x@cpu"]] * 3,
                       "probes": [[]] * 3, "ops": [["aten.linear.default"], ["aten.addmm.default"], []],
-                      "dtypes": [[]] * 3, "mutations": [[]] * 3, "vendor": [True] * 3, "max_tol_ratio": [1.0] * 3})
+                      "output_dtypes": [[]] * 3, "mutations": [[]] * 3, "vendor": [True] * 3, "max_tol_ratio": [1.0] * 3})
     for cid, ops in (("d-1", ["aten.addmm.default"]), ("d-2", ["aten.addmm.default"]), ("d-3", ["aten.mm.default"])):
         (tmp_path / cid).mkdir()
         (tmp_path / cid / "shrink.json").write_text(json.dumps(

@@ -12,7 +12,7 @@ import pytest
 from analysis.clusters import clusters
 from core.bugs import error_band
 from analysis.portability import seeds, slowdowns, support, tolerance_curve
-from core.bugs import signature
+from core.failures import signature
 from core.templates import failing_op, template, template_array
 
 # Pairs of real messages that differ only in numbers, shapes, addresses, paths or generated names.
@@ -303,3 +303,14 @@ def test_cli_triage_report_and_diff(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("gapfuzz: ") for line in err)
     assert "no such run folder" in err[0] and "holds no records" in err[1]
+    known = tmp_path / "known.yaml"
+    known.write_text("_by_message:\n  - {name: view, match: 'is invalid for input', class: defect, note: x}\n")
+    assert main(["diff", str(before), str(after), "--known", str(known)]) == 0
+    assert "1 new, 1 gone, 1 still there" in capsys.readouterr().out  # the new one is no known issue
+    assert main(["triage", str(after), "--known", str(known)]) == 0
+    assert "view" in capsys.readouterr().out
+    known.write_text("_known:\n  - {name: v, class: defect, where: {explantion: bfloat16}}\n")
+    assert main(["triage", str(after), "--known", str(known)]) == 2
+    assert main(["triage", str(after), "--catalog", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "did you mean 'explanation'" in err[0] and "holds no seed catalog" in err[1]

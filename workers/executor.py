@@ -17,7 +17,8 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-from core.bugs import Stage, describe, status_of_error
+from core.bugs import Stage
+from core.failures import describe, status_of_error
 
 from . import pipe
 from .backend import stage_of

@@ -32,7 +32,7 @@ class CallReply:
     worker: str
     value: object = None
     fault: object = None  # sandbox.Fault
-    error: dict | None = None  # core.bugs.describe of what it raised
+    error: dict | None = None  # core.failures.describe of what it raised
 
     @property
     def ok(self) -> bool:

@@ -272,7 +272,7 @@ def _special(t: torch.Tensor, value: str, pattern: str, g: torch.Generator) -> t
 
 def run_probes(call, inputs: tuple, input_roles: list[str], probes: list[Probe]) -> list[ProbeRun]:
     """Each probe through ``call(inputs) -> host outputs`` (the prepared backend); what one raises is its result."""
-    from core.bugs import describe, status_of_error
+    from core.failures import describe, status_of_error
     from core.ir import checksum
 
     runs = []

@@ -126,13 +126,17 @@ class Sandbox:
                 conn.close()
         self.proc = None
 
-    def _log_tail(self, since: int, limit: int = 3000) -> str:
+    def _log_tail(self, since: int, limit: int = 3000, start_at: str | None = None) -> str:
+        """What the process printed since ``since``: its last ``limit`` characters or, when it printed
+        ``start_at`` (in its last MiB), ``limit`` characters from the last time it did."""
         try:
             with open(self.log.name, "rb") as f:
-                f.seek(since)
-                return f.read()[-limit:].decode(errors="replace").strip()
+                f.seek(max(since, os.path.getsize(self.log.name) - (1 << 20)))
+                text = f.read().decode(errors="replace")
         except OSError:
             return ""
+        at = text.rfind(start_at) if start_at else -1
+        return (text[at:at + limit] if at >= 0 else text[-limit:]).strip()
 
     # -- requests
     def request(self, method, *args, timeout: float | None = None, **kwargs):
@@ -183,11 +187,10 @@ class Sandbox:
         else:
             status, cause = killed
         self.stop()
-        tail = self._log_tail(since)
         # the executor's faulthandler names the Python frames a crash died in: that, not whatever
-        # warning was printed before it, is the message (and so the cluster signature)
-        fatal = tail.rfind("Fatal Python error")
-        return Fault(status, cause, tail[fatal:] if fatal >= 0 else tail)
+        # warning was printed before it, is the message (and so the cluster signature), however long
+        # the list of extension modules it prints after it
+        return Fault(status, cause, self._log_tail(since, start_at="Fatal Python error"))
 
     def close(self) -> None:
         self.stop()
