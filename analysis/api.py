@@ -18,8 +18,9 @@ from core.strict_yaml import YamlError, load
 from . import clusters as _clusters
 from . import portability as _port
 from .catalog import Catalog
+from .impact import catalog_models
 from .known import KnownIssues
-from .merge import merge, minimised
+from .merge import minimised
 from .schema import COLUMNS
 from .store import RecordStore, ResultsError, check_version
 from .triage import status_summary
@@ -99,18 +100,27 @@ class Run:
         """The seed catalog (one row per seed the campaign built, or of the catalog folder given)."""
         return Catalog(self.catalog_dir).read().to_pandas(types_mapper=_mapper)
 
+    def catalog_models(self) -> int:
+        """How many model seeds the catalog that rates impact holds (what an impact figure is out of)."""
+        return catalog_models(self.catalog())
+
     def status_summary(self) -> pd.DataFrame:
         return status_summary(self.records(["backend", "status"]))
 
     # -- clusters
     @cached_property
+    def _prepared(self) -> pd.DataFrame:
+        """The clustering columns by position, with inherited locations and option explanations."""
+        return _clusters.prepared(self.records(CLUSTER_COLUMNS))
+
+    @cached_property
     def _cluster_ids(self) -> pd.Series:
-        return _clusters.assign(self.records(CLUSTER_COLUMNS))
+        return _clusters.keys(self._prepared)["cluster"].set_axis(self.records(["backend"]).index)
 
     @cached_property
     def _clusters(self) -> pd.DataFrame:
-        c = _clusters.clusters(self.records(CLUSTER_COLUMNS), self.reference, self.oracle, self.catalog())
-        c = merge(c, minimised(self.path / "repros"))
+        c = _clusters.clusters(self._prepared, self.reference, self.oracle, self.catalog(),
+                               minimised(self.path / "repros"))
         c["known"] = self.known.match(c)
         return c
 
@@ -132,16 +142,23 @@ class Run:
         return int(c.loc[c["kind"] == Kind.BENIGN, "count"].sum())
 
     def cluster(self, cluster_id: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """The records of one cluster (an id or a unique prefix of one), smallest graph first."""
+        """The records of one cluster (an id or a unique prefix of one, merged clusters' too), the runs that
+        located their divergence themselves first, then smallest graph first."""
         ids = self._clusters["cluster"]
         match = ids[ids.str.startswith(cluster_id)].tolist() if cluster_id else []
         if len(match) != 1:
             raise ResultsError(f"{cluster_id!r}: " + ("no such cluster in this run" if not match
                                else f"matches {len(match)} clusters: {', '.join(match[:5])}"))
         merged = self._clusters.loc[ids == match[0], "merged"].iloc[0]
-        rows = self.records(columns)[self._cluster_ids.isin([match[0], *merged]).fillna(False).to_numpy()]
+        mask = self._cluster_ids.isin([match[0], *merged]).fillna(False).to_numpy()
+        rows = self.records(columns)[mask].copy()
+        for c in ("first_div_op", "explanation"):  # as the cluster saw them: inherited, explained by options
+            if c in rows.columns:
+                rows[c] = self._prepared[c].to_numpy()[mask]
         nodes = pd.to_numeric(self.records(["node_count"])["node_count"].loc[rows.index], errors="coerce")
-        return rows.loc[nodes.sort_values(kind="stable").index]
+        located = self._prepared["op_inherited"].to_numpy()[mask]  # runs that located their own divergence first
+        order = pd.DataFrame({"inherited": located, "nodes": nodes.to_numpy()}, index=rows.index)
+        return rows.loc[order.sort_values(["inherited", "nodes"], kind="stable").index]
 
     # -- portability
     def _tables(self) -> pd.DataFrame:

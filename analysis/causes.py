@@ -2,21 +2,29 @@
 
 Two facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
 was located on another variant of the same seed with the same key, so it takes that run's first
-divergent op and says so (``op_inherited``), and joins the located cluster instead of forming one
-with no op; and a divergence that the same stack under another option set of the campaign does
-not show (OpenVINO at its default precision diverges where ``openvino-f32`` agrees, on the same
-variant and probe) is explained by the options (``core.bugs.Explanation.OPTIONS``) when no
-hypothesis tested on eager explained it. Vectorised joins: a million records in seconds.
+divergent op (``op_inherited``) and joins the located cluster instead of forming one with no op
+(records written before the ledger handed locations on say only where); and a divergence that the
+same stack on the same device under another *precision* option of the campaign does not show
+(OpenVINO at its default precision diverges where ``openvino-f32`` agrees, on the same variant
+and probe) is explained by the options (``core.bugs.Explanation.OPTIONS``) when no hypothesis
+tested on eager explained it. Labels that differ in other options (an autotuning flag, say) explain
+nothing: a divergence one of them shows is that option's bug. Vectorised joins: a million records
+in seconds.
 """
 from __future__ import annotations
 
+import json
+import re
+
+import numpy as np
 import pandas as pd
 
 from core.bugs import EXAMPLE_PROBE, Explanation, Verdict
 
-CASE = ["seed_id", "backend", "verdict", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op
-NEEDED = ["variant_id", "seed_id", "backend", "stack", "probe", "verdict", "symptom", "output_dtype", "first_div_op",
-          "align_error", "explanation"]
+CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op and verdict
+NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",
+          "first_div_op", "align_error", "explanation", "backend_options"]
+PRECISION_OPTION = re.compile(r"precision|dtype|b?f(?:loat)?16|fp16|f(?:loat)?32|fp32|half|tf32", re.I)
 
 
 def _text(s: pd.Series) -> pd.Series:
@@ -24,34 +32,64 @@ def _text(s: pd.Series) -> pd.Series:
 
 
 def inherit_locations(df: pd.DataFrame) -> pd.Series:
-    """True where a run took its first divergent op from the located run of its case (``df`` is changed)."""
+    """True where a run took its first divergent op from the located runs of its case (the op most of
+    them name; ``df`` is changed)."""
     op = df["first_div_op"]
     skipped = op.isna() & df["align_error"].astype("string").str.startswith("not run").fillna(False).astype(bool)
     if not skipped.any():
         return pd.Series(False, index=df.index)
     case = pd.DataFrame({c: _text(df[c]) for c in CASE}, index=df.index)
     located = case[op.notna()].assign(op=op[op.notna()])
-    where = located.groupby(CASE, sort=False)["op"].agg(lambda s: s.mode().iloc[0]).rename("inherited")
-    found = case[skipped].join(where, on=CASE)["inherited"]
-    df.loc[found.index, "first_div_op"] = found
-    return found.notna().reindex(df.index, fill_value=False)
+    counts = located.value_counts([*CASE, "op"]).reset_index()
+    where = counts.sort_values(["count", "op"], ascending=[False, True], kind="stable").drop_duplicates(CASE)
+    rows = case[skipped].assign(_row=np.flatnonzero(skipped.to_numpy()))
+    found = rows.merge(where[[*CASE, "op"]], on=CASE, how="inner")
+    df.iloc[found["_row"].to_numpy(), df.columns.get_loc("first_div_op")] = found["op"].to_numpy()
+    inherited = np.zeros(len(df), dtype=bool)
+    inherited[found["_row"].to_numpy()] = True
+    return pd.Series(inherited, index=df.index)
+
+
+def _precision_only(options: pd.Series) -> dict[tuple[str, str], bool]:
+    """For each pair of backend labels: whether their options differ in precision settings alone."""
+    parsed = {}
+    for backend, text in options.items():
+        try:
+            value = json.loads(text) if isinstance(text, str) else {}
+        except ValueError:
+            value = {}
+        parsed[backend] = value if isinstance(value, dict) else {}
+    out = {}
+    for a, oa in parsed.items():
+        for b, ob in parsed.items():
+            differ = [k for k in set(oa) | set(ob) if oa.get(k) != ob.get(k)]
+            out[(a, b)] = bool(differ) and all(PRECISION_OPTION.search(f"{k}={oa.get(k)}={ob.get(k)}") for k in differ)
+    return out
 
 
 def explain_by_options(df: pd.DataFrame) -> None:
-    """Divergences that another label of the same stack does not show on the same variant and probe:
-    explained by the options (``df``'s ``explanation`` is filled where it was empty)."""
-    probe = df["probe"].astype(object).where(df["probe"].notna(), EXAMPLE_PROBE)
-    agree = df["verdict"].astype("string").eq(str(Verdict.AGREE)).fillna(False).to_numpy()
-    diverged = df["verdict"].astype("string").isin([str(Verdict.TARGET_DIVERGENT)]).fillna(False).to_numpy() & \
-        df["explanation"].isna().to_numpy()
+    """Divergences that another label of the same stack and device, differing from it in precision
+    options alone, does not show on the same variant and probe: explained by the options (``df``'s
+    ``explanation`` is filled where it was empty)."""
+    verdict = df["verdict"].astype("string")
+    agree = verdict.eq(str(Verdict.AGREE)).fillna(False).to_numpy()
+    diverged = verdict.eq(str(Verdict.TARGET_DIVERGENT)).fillna(False).to_numpy() & df["explanation"].isna().to_numpy()
     if not agree.any() or not diverged.any():
         return
-    where = pd.DataFrame({"variant_id": df["variant_id"], "probe": probe, "stack": df["stack"], "backend": df["backend"]})
-    fine = where[agree].drop_duplicates()
-    bad = where[diverged].reset_index()
-    pairs = bad.merge(fine, on=["variant_id", "probe", "stack"], suffixes=("", "_other"))
+    probe = df["probe"].astype(object).where(df["probe"].notna(), EXAMPLE_PROBE)
+    where = pd.DataFrame({"variant_id": df["variant_id"].to_numpy(), "probe": probe.to_numpy(),
+                          "stack": df["stack"].to_numpy(), "device": df["device"].to_numpy(),
+                          "backend": df["backend"].to_numpy(), "row": np.arange(len(df))})
+    fine = where[agree].drop(columns="row").drop_duplicates()
+    pairs = where[diverged].merge(fine, on=["variant_id", "probe", "stack", "device"], suffixes=("", "_other"))
     pairs = pairs[pairs["backend"] != pairs["backend_other"]]
-    df.loc[pairs["index"].unique(), "explanation"] = str(Explanation.OPTIONS)
+    if pairs.empty:
+        return
+    options = df.drop_duplicates("backend").set_index("backend")["backend_options"]
+    precision_only = _precision_only(options)
+    pairs = pairs[[precision_only.get((a, b), False) for a, b in zip(pairs["backend"], pairs["backend_other"])]]
+    column = df.columns.get_loc("explanation")
+    df.iloc[pairs["row"].unique(), column] = str(Explanation.OPTIONS)
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:

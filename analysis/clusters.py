@@ -11,8 +11,9 @@ dtypes; an explanation that names no defect (reduction order, ill-conditioning, 
 makes a ``benign`` cluster, which views leave out unless asked. ``vendor`` marks what to report to
 a stack's vendor: a target's own error, crash, hang or oom at convert/compile/run, or an unexplained
 ``target-divergent`` verdict. Rows sort by severity, then unexplained first, then impact (how many
-model seeds of a catalog hold the cluster's ops, ``analysis.impact``), then size. Vectorised: a
-million records in seconds.
+model seeds of a catalog hold the cluster's ops, ``analysis.impact``), then vendor findings, then
+size. Clusters whose minimised reproducers are alike are folded together (``analysis.merge``).
+Vectorised: a million records in seconds.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COL
 
 from .causes import derive
 from .impact import impact
+from .merge import merge
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
@@ -35,7 +37,7 @@ LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong an
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
-        "mutations", "probe", "align_error", "explanation"]
+        "mutations", "probe", "align_error", "explanation", "backend_options"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
            "seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations", "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
@@ -64,15 +66,17 @@ def keys(df: pd.DataFrame) -> pd.DataFrame:
     return bug_keys(table).to_pandas().set_axis(df.index)
 
 
-def _narrow(df: pd.DataFrame) -> pd.DataFrame:
+def prepared(df: pd.DataFrame) -> pd.DataFrame:
     """Only the columns clustering reads (row selections then copy no op lists or recipes), rows by position,
-    with what other rows say of each (``analysis.causes.derive``)."""
+    with what other rows say of each (``analysis.causes.derive``); a frame already prepared is kept."""
+    if "op_inherited" in df.columns:
+        return df
     return derive(df[[c for c in USED if c in df.columns]].reset_index(drop=True))
 
 
 def assign(df: pd.DataFrame) -> pd.Series:
     """The cluster id of every record (missing for runs in no cluster), on the records' index."""
-    return keys(_narrow(df))["cluster"].set_axis(df.index)
+    return keys(prepared(df))["cluster"].set_axis(df.index)
 
 
 def _lists(cid: pd.Series, values: pd.Series) -> pd.Series:
@@ -111,7 +115,9 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
                                                   SEVERITY[Symptom.TASK]).fillna(2).astype(int)
         vend = (rows["verdict"] == Verdict.TARGET_DIVERGENT) & (keys["explanation"] == MISSING)
     nodes = pd.to_numeric(_col(rows, "node_count"), errors="coerce").fillna(np.inf)
-    order = pd.DataFrame({"c": cid, "n": nodes, "v": _text(rows["variant_id"])}).sort_values(["c", "n", "v"])
+    inherited = _col(rows, "op_inherited").fillna(False).astype(bool)  # a run that located itself is the better one
+    order = pd.DataFrame({"c": cid, "i": inherited, "n": nodes, "v": _text(rows["variant_id"])}).sort_values(
+        ["c", "i", "n", "v"])
     rep = order.groupby("c", sort=False).head(1).set_index("c")
     g = pd.DataFrame({"c": cid, "sev": sev, "vend": vend, "seed": rows["seed_id"], "variant": rows["variant_id"],
                       "tol": pd.to_numeric(_col(rows, "tol_ratio"), errors="coerce")}).groupby("c", sort=False)
@@ -124,8 +130,7 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["seed_ids"] = _lists(cid, rows["seed_id"])
     out["ops"] = _lists(cid, _col(rows, "first_div_op"))
     out["output_dtypes"] = _lists(cid, _col(rows, "output_dtype"))
-    out["inherited"] = pd.Series(_col(rows, "op_inherited").fillna(False).astype(bool).to_numpy()).groupby(
-        cid.to_numpy()).sum()
+    out["inherited"] = pd.Series(inherited.to_numpy()).groupby(cid.to_numpy()).sum()
     out["backends"] = _lists(cid, rows["backend"])
     out["probes"] = _lists(cid, _col(rows, "probe").fillna(EXAMPLE_PROBE))  # the input sets it showed on
     out["mutations"], out["unmutated"] = _mutations(df, cid)
@@ -142,10 +147,11 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
 
 
 def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu",
-             catalog: pd.DataFrame | None = None) -> pd.DataFrame:
+             catalog: pd.DataFrame | None = None, minimised: dict | None = None) -> pd.DataFrame:
     """Every cluster of a run's records (benign ones too: ``kind``), in triage order (``order``);
-    ``catalog`` (a seed catalog's rows) gives each its impact."""
-    df = _narrow(df)
+    ``catalog`` (a seed catalog's rows) gives each its impact; ``minimised`` (``analysis.merge``)
+    folds clusters whose reproducers minimised alike."""
+    df = prepared(df)
     targets = set(df["backend"].unique()) - {reference, oracle} if "backend" in df else set()
     k = keys(df)
     parts = [_summarise(df, k[k["kind"] == kind], kind, targets) for kind in Kind if (k["kind"] == kind).any()]
@@ -161,6 +167,7 @@ def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eage
         out[c] = out[c].fillna(0).astype(int)
     explanation = out["explanation"].astype(object)
     out["explanation"] = explanation.where(explanation.notna() & (explanation != MISSING), None)
+    out = merge(order(out), minimised or {})
     out["band"] = error_band(pa.array(pd.to_numeric(out["max_tol_ratio"], errors="coerce"), pa.float64())).to_pylist()
     out["impact"] = impact(out, catalog)
     return order(out)

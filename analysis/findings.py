@@ -159,8 +159,9 @@ def classify(clusters: pd.DataFrame, known: KnownIssues) -> dict:
     for r, name in zip(clusters.itertuples(), known.match(clusters)):
         if name is not None:
             issue = known[name]
+            how = {} if issue.by_id else {"rule": name} if issue.message is not None else {"issue": name}
             notes[r.cluster] = {"class": issue.klass, "note": issue.note, "same_as": issue.same_as,
-                                "reproducer": issue.reproducer, **({} if issue.by_id else {"rule": name})}
+                                "reproducer": issue.reproducer, **how}
         elif isinstance(r.explanation, str):
             notes[r.cluster] = {"class": "benign" if r.kind == Kind.BENIGN else "explained",
                                 "derived": r.explanation}
@@ -179,11 +180,13 @@ def cluster_table(run: Run, known: KnownIssues, repro_root: Path, limit: int = 6
     if c.empty:
         return c
     notes = classify(c, known)
-    shown = (np.arange(len(c)) < limit) | c["cluster"].isin([k for k, v in notes.items() if "rule" not in v])
+    shown = (np.arange(len(c)) < limit) | c["cluster"].isin([k for k, v in notes.items()
+                                                             if "rule" not in v and "issue" not in v])
     rows = []
     for r in c[shown].itertuples():  # the first ``limit``, and every one with a note of its own
         note = notes.get(r.cluster) or {}
-        label = CLASSES.get(note.get("class"), "") + (f" (rule {note['rule']})" if "rule" in note else "")
+        label = CLASSES.get(note.get("class"), "") + (f" (rule {note['rule']})" if "rule" in note else
+                                                      f" ({note['issue']})" if "issue" in note else "")
         if "derived" in note:
             label = f"explained: {note['derived']}" if note["class"] == "explained" else f"benign: {note['derived']}"
         impact = "" if r.impact != r.impact else int(r.impact)
@@ -201,11 +204,14 @@ def rule_notes(run: Run, known: KnownIssues) -> list[str]:
     notes = classify(c, known)
     lines = []
     for issue in known.issues:
-        hit = c[c["cluster"].map(lambda cid: (notes.get(cid) or {}).get("rule") == issue.name)]
+        hit = c[c["cluster"].map(lambda cid: issue.name in ((notes.get(cid) or {}).get("rule"),
+                                                            (notes.get(cid) or {}).get("issue")))]
         if len(hit) and not issue.by_id:
-            how = "matched by message" if issue.message is not None else "matched on cluster columns"
-            lines.append(f"- **rule {issue.name}** ({CLASSES[issue.klass]}; {len(hit)} clusters, "
-                         f"{int(hit['count'].sum())} runs, {how}): {issue.note}")
+            how, what = ("matched by message", "rule") if issue.message is not None else \
+                ("matched on cluster columns", "issue")
+            url = f" ({issue.url})" if issue.url else ""
+            lines.append(f"- **{what} {issue.name}** ({CLASSES[issue.klass]}; {len(hit)} clusters, "
+                         f"{int(hit['count'].sum())} runs, {how}): {issue.note}{url}")
     return lines
 
 
@@ -225,7 +231,8 @@ def render(run: Run, known: KnownIssues, repro_root: Path, command: str,
         "stack's package) and `report.md`.", "",
         markdown_table(cluster_table(run, known, repro_root)), "",
     ]
-    present = set(run.clusters(benign=True)["cluster"])
+    shown = run.clusters(benign=True)
+    present = set(shown["cluster"]) | {m for ms in shown["merged"] for m in ms}
     for issue in known.issues:
         if issue.by_id and issue.note and issue.name in present:
             sections += [f"- **{issue.name}** ({CLASSES.get(issue.klass, issue.klass)}): {issue.note}"]

@@ -28,7 +28,7 @@ def models_by_op(catalog: pd.DataFrame) -> dict[str, set]:
     models = catalog[(catalog["source"] != "ops") & (catalog["status"] == Status.OK)]
     out: dict[str, set] = {}
     for seed, ops in zip(models["seed_id"].astype(str).str.split("@").str[0], models["ops"]):
-        for op in set(map(op_base, list(ops) if ops is not None else [])):
+        for op in set(map(op_base, list(ops) if isinstance(ops, (list, tuple, np.ndarray)) else [])):
             out.setdefault(op, set()).add(seed)
     return out
 

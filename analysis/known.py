@@ -71,17 +71,32 @@ def _fail(path, what: str):
     raise ResultsError(f"{path}: {what}")
 
 
+def _near(word, choices) -> str:
+    near = difflib.get_close_matches(str(word), list(choices), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _text_field(path, name: str, entry: dict, key: str, required: bool = False) -> str | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        _fail(path, f"{name}: {key!r} must be " + ("a non-empty string" if value is not None else "given"))
+    return value
+
+
 def _class(path, name: str, entry: dict) -> str:
     klass = entry.get("class", "open")
-    if klass not in CLASSES:
-        near = difflib.get_close_matches(str(klass), CLASSES, n=1)
-        _fail(path, f"{name}: unknown class {klass!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    if not isinstance(klass, str) or klass not in CLASSES:
+        _fail(path, f"{name}: unknown class {klass!r}{_near(klass, CLASSES)}; one of {', '.join(CLASSES)}")
     return klass
 
 
 def _pattern(path, name: str, text) -> re.Pattern:
+    if not isinstance(text, str) or not text:
+        _fail(path, f"{name}: a regular expression (a string) is expected, not {text!r}")
     try:
-        return re.compile(str(text))
+        return re.compile(text)
     except re.error as e:
         _fail(path, f"{name}: bad regular expression {text!r}: {e}")
 
@@ -91,9 +106,16 @@ def _where(path, name: str, where) -> dict:
         _fail(path, f"{name}: 'where' must map cluster columns to regular expressions")
     for column in where:
         if column not in MATCHABLE:
-            near = difflib.get_close_matches(str(column), MATCHABLE, n=1)
-            _fail(path, f"{name}: unknown cluster column {column!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
-    return {column: _pattern(path, name, text) for column, text in where.items()}
+            _fail(path, f"{name}: unknown cluster column {column!r}{_near(column, MATCHABLE)}")
+    return {column: _pattern(path, f"{name}: where {column}", text) for column, text in where.items()}
+
+
+def _issue(path, name: str, entry, **kw) -> KnownIssue:
+    if not isinstance(entry, dict):
+        _fail(path, f"{name}: a mapping (class, note, ...) is expected, not {type(entry).__name__}")
+    return KnownIssue(name, _class(path, name, entry), _text_field(path, name, entry, "note") or "",
+                      _text_field(path, name, entry, "url") or "", same_as=_text_field(path, name, entry, "same_as"),
+                      **kw)
 
 
 class KnownIssues:
@@ -101,7 +123,8 @@ class KnownIssues:
 
     def __init__(self, issues: list[KnownIssue] = (), text: dict | None = None, path: str = ""):
         self.issues, self.text, self.path = list(issues), dict(text or {}), path
-        self.by_id = {i.name: i for i in self.issues if _ID.match(i.name)}
+        self.by_id = {i.name: i for i in self.issues if i.by_id}
+        self.by_name = {i.name: i for i in self.issues}
 
     @classmethod
     def load(cls, path: str | Path | None) -> KnownIssues:
@@ -118,27 +141,29 @@ class KnownIssues:
         issues, text = [], {}
         for key, entry in given.items():
             if key in ("_title", "_summary"):
+                if not isinstance(entry, str):
+                    _fail(path, f"{key} must be a string")
                 text[key] = entry
-            elif key == "_known" or key == "_by_message":
-                for i, e in enumerate(entry or []):
-                    if not isinstance(e, dict) or "name" not in e:
-                        _fail(path, f"{key}[{i}]: a mapping with a name is expected")
-                    name = str(e["name"])
+            elif key in ("_known", "_by_message"):
+                if not isinstance(entry, list):
+                    _fail(path, f"{key} must be a list of entries, each with a name")
+                for i, e in enumerate(entry):
+                    name = _text_field(path, f"{key}[{i}]", e if isinstance(e, dict) else {}, "name", required=True)
                     if key == "_known":
-                        issues.append(KnownIssue(name, _class(path, name, e), str(e.get("note", "")),
-                                                 str(e.get("url", "")), _where(path, name, e.get("where")),
-                                                 same_as=e.get("same_as"), reproducer=e.get("reproducer")))
+                        issues.append(_issue(path, name, e, where=_where(path, name, e.get("where")),
+                                             reproducer=_text_field(path, name, e, "reproducer")))
                     else:
-                        issues.append(KnownIssue(name, _class(path, name, e), str(e.get("note", "")),
-                                                 str(e.get("url", "")), message=_pattern(path, name, e.get("match"))))
-            elif _ID.match(str(key)) and isinstance(entry, dict):
-                issues.append(KnownIssue(str(key), _class(path, key, entry), str(entry.get("note", "")),
-                                         str(entry.get("url", "")), same_as=entry.get("same_as"),
-                                         reproducer=entry.get("reproducer") or str(key)))
+                        issues.append(_issue(path, name, e, message=_pattern(path, f"{name}: match", e.get("match"))))
+            elif _ID.match(str(key)):
+                reproducer = _text_field(path, key, entry, "reproducer") if isinstance(entry, dict) else None
+                issues.append(_issue(path, str(key), entry, reproducer=reproducer or str(key)))
             else:
-                near = difflib.get_close_matches(str(key), ["_known", "_by_message", "_title", "_summary"], n=1)
                 _fail(path, f"unknown key {key!r}: a cluster id (c-, d- or b- and ten hex digits), _known, "
-                            f"_by_message, _title or _summary" + (f" (did you mean {near[0]!r}?)" if near else ""))
+                            f"_by_message, _title or _summary{_near(key, ['_known', '_by_message', '_title', '_summary'])}")
+        names = [i.name for i in issues]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            _fail(path, f"{twice[0]}: named twice; each known issue needs a name of its own")
         ids = [i for i in issues if i.by_id]
         return cls(ids + [i for i in issues if not i.by_id and i.message is None] +
                    [i for i in issues if i.message is not None], text, str(path))
@@ -155,7 +180,4 @@ class KnownIssues:
         return pd.Series(out, index=clusters.index, dtype=object)
 
     def __getitem__(self, name: str) -> KnownIssue:
-        return next(i for i in self.issues if i.name == name)
-
-    def __len__(self) -> int:
-        return len(self.issues)
+        return self.by_name[name]

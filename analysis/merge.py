@@ -16,6 +16,7 @@ import pandas as pd
 
 SUMMED = ("count", "variants", "unmutated", "inherited")
 JOINED = ("seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations")
+HIGHEST = ("severity", "max_tol_ratio")
 
 
 def minimised(repros: Path) -> dict[str, tuple]:
@@ -32,7 +33,8 @@ def minimised(repros: Path) -> dict[str, tuple]:
 
 
 def merge(clusters: pd.DataFrame, signatures: dict[str, tuple]) -> pd.DataFrame:
-    """``clusters`` (in triage order) with those of one minimised signature folded into the first."""
+    """``clusters`` (in triage order) with those of one minimised signature folded into the first
+    (band and impact are for the caller to compute on the result)."""
     clusters = clusters.copy()
     clusters["merged"] = [[] for _ in range(len(clusters))]
     sig = clusters["cluster"].map(signatures)
@@ -52,7 +54,10 @@ def merge(clusters: pd.DataFrame, signatures: dict[str, tuple]) -> pd.DataFrame:
         for c in JOINED:
             clusters.at[keep, c] = list(dict.fromkeys(x for r in rows for x in clusters.at[r, c]))
         clusters.at[keep, "vendor"] = bool(clusters.loc[rows, "vendor"].any())
-        clusters.at[keep, "max_tol_ratio"] = clusters.loc[rows, "max_tol_ratio"].max()
+        for c in (c for c in HIGHEST if c in clusters):
+            clusters.at[keep, c] = clusters.loc[rows, c].max()
+        if "level" in clusters:
+            clusters.at[keep, "level"] = clusters.loc[clusters.loc[rows, "severity"].idxmax(), "level"]
         clusters.at[keep, "merged"] = list(clusters.loc[rest, "cluster"])
         drop += rest
     return clusters.drop(index=drop).reset_index(drop=True)

@@ -78,7 +78,8 @@ def _known(r) -> str:
     return known if isinstance(known, str) else ""
 
 
-def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, benign_shown: bool = False) -> str:
+def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, benign_shown: bool = False,
+                    models: int | None = None) -> str:
     benign = "" if benign_shown or not benign_runs else \
         f"\n{benign_runs} runs differ without a defect (reduction order, ill-conditioned, amplified): --benign lists them"
     if c.empty:
@@ -89,16 +90,20 @@ def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, beni
                           "what"], rows, max_width=90)
     more = f"\n... {len(c) - limit} more clusters (--limit)" if len(c) > limit else ""
     explained = int(c["explanation"].notna().sum()) if "explanation" in c else 0
+    shown_benign = int((c["kind"] == Kind.BENIGN).sum())
+    out_of = f" (of {models})" if models else ""
     return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \
            f"{int((c['kind'] == Kind.CRASH).sum())} failure and {int((c['kind'] == Kind.DISCREPANCY).sum())} " \
-           f"discrepancy clusters ({explained} explained); impact: model seeds of the catalog holding the " \
-           f"cluster's ops" + benign
+           f"discrepancy clusters ({explained} explained)" + (f", {shown_benign} benign" if shown_benign else "") + \
+           f"; impact: model seeds of the catalog{out_of} holding the cluster's ops" + benign
 
 
 def diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     """Clusters by stable id: ``new`` (only after), ``known`` (only after, but a known issue matches it),
-    ``gone`` (only before), ``still`` (both), with counts."""
-    a = before.set_index("cluster")
+    ``gone`` (only before), ``still`` (both), with counts. A before cluster that ``after`` merged into one
+    of its own (the same minimised reproducer) is not gone: it is in that one."""
+    merged_away = {m for ms in after.get("merged", pd.Series(dtype=object)).dropna() for m in ms}
+    a = before[~before["cluster"].isin(merged_away)].set_index("cluster")  # folded into an after cluster: still
     b = after.set_index("cluster")
     ids = b.index.union(a.index, sort=False)
     info = pd.concat([b, a[~a.index.isin(b.index)]]).loc[ids]

@@ -235,7 +235,8 @@ def bug_keys(table: pa.Table) -> pa.Table:
         return pc.if_else(explained, MISSING, a)
 
     parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
-             "error_type": text(col("error_type")), "failing_op": text(failing_op_unique(col("message"))),
+             "error_type": text(col("error_type")),
+             "failing_op": pc.if_else(limit, MISSING, text(failing_op_unique(col("message")))),  # a limit's tail: incidental
              "template": text(tpl), "backend": text(col("backend")), "verdict": unless_explained(text(verdict)),
              "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
              "first_div_op": unless_explained(text(col("first_div_op"))),

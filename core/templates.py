@@ -29,7 +29,7 @@ _NOISE = (r"(?m)^[ \t]*(?:Check '.*' failed at .*|Exception from .*:|Details:|Su
           r"During handling of the above exception.*|The above exception was the direct cause.*|"
           r"Set TORCH_LOGS.*|You can suppress this exception.*|For more information.*|"
           r"Original traceback:|from user code:|Current thread 0x.*|Thread 0x.*|Stack \(most recent call first\):|"
-          r"Extension modules: .*|[\w.]+(?:, [\w.]+){3,}.*|Fatal Python error: .*|\[end of output\]|"
+          r"Extension modules: .*|\w+(?:\.\w+)+(?:, \w+(?:\.\w+)+){3,}.*|Fatal Python error: .*|\[end of output\]|"
           r"FrontEnd API failed with \w+:|Model wasn't fully converted\.|"
           r"Failed to convert the exported program to an ONNX model\..*|- If there is .*|- Create an error report .*|"
           r"## Exception summary|⬆️|\(Refer to the full stack trace above for more information\.\))"
@@ -56,7 +56,7 @@ _RULES: list[tuple[str, str]] = [
      r"(?:\.|::)\w+(?:\.\w+)?)*", "<op>"),
     (r"%[A-Za-z_][\w.]*", "%<name>"),  # FX node references, with or without digits
     (r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)*_default(?:_\d+)?\b", "<name>"),  # FX node names: silu_default
-    (r"\b[a-z0-9]{20,}\b", "<hash>"),  # compiled-kernel names and other generated hashes
+    (r"\b(?:[a-z]{0,19}[0-9])[a-z0-9]{12,}\b", "<hash>"),  # compiled-kernel names: long, with a digit early
     (r"\b[0-9a-f]{8,}\b", "<hex>"),
     (r"(?:torch\.)?Size\(\[[^\]]*\]\)", "<shape>"),
     (r"(\b[a-z]+\d+)?\[(?:[\d?,\s-]*\d[\d?,\s-]*|[?,\s]*\?[?,\s]*)\]", r"\1<shape>"),  # [1, 3], bf16[?,?]
@@ -70,7 +70,7 @@ _RULES: list[tuple[str, str]] = [
     (r"\b\d+(?:\.\d+)?(ms|s|[KMGT]i?B)\b", r"<num>\1"),  # 300s, 1.5GiB
     (r"\b[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?\b", "<num>"),
     # lists of masked items, whatever their length: [<name>, <name>], (<num>, <num>, <num>)
-    (r"(?:%?<(?:name|num|shape|hex|hash)>(?:\.\w+)*|'[^'\n]{0,80}'|\w+)(?:\s*,\s*(?:%?<(?:name|num|shape|hex|hash)>"
+    (r"(?:%?<(?:name|num|shape|hex|hash)>(?:\.\w+)*|'[^'\n]{0,80}')(?:\s*,\s*(?:%?<(?:name|num|shape|hex|hash)>"
      r"(?:\.\w+)*|'[^'\n]{0,80}'))+", "<list>"),
     (r"[ \t]+", " "),
 ]
@@ -94,28 +94,29 @@ def template_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 # The graph operator a failure names, first match wins: an FX node's target, the ONNX exporter's
-# OpOverload, a dotted or C++ operator name, then an FX node name (``%silu_1``: aten.silu).
+# OpOverload, a dotted or C++ operator name, then an FX node name (``%silu_1``); the op is kept
+# without its overload (``aten.add.Tensor``, ``aten::add`` and ``%add_tensor_2`` are ``aten.add``).
+_NAMESPACES = r"(?:aten|prims|quantized|torchvision)"
 _OPERATOR_PATTERNS = (
-    r"target=torch\.ops\.(?P<op>(?:aten|prims|quantized|torchvision)\.\w+\.\w+)",
-    r"OpOverload\(op='(?P<op>(?:aten|prims|quantized|torchvision)\.\w+)', overload='(?P<overload>\w+)'",
-    r"\b(?P<op>(?:aten|prims|torchvision)(?:\.|::)\w+(?:\.(?:default|Tensor|Scalar|int|dim\w*|vec|self|out|\w+_\w+))?)",
-    r"%(?P<op>[a-z][a-z0-9_]*?)(?:_default)?(?:_\d+)?\b",
+    r"target=torch\.ops\.(?P<op>%s\.\w+)\.\w+" % _NAMESPACES,
+    r"OpOverload\(op='(?P<op>%s\.\w+)'" % _NAMESPACES,
+    r"\b(?P<op>%s(?:\.|::)\w+)" % _NAMESPACES,
+    r"%(?P<op>[a-z][a-z0-9_]*?)(?:_(?:default|tensor|scalar|int|dim|self|other|vec|list|intlist|dim_intlist))?"
+    r"(?:_\d+)?\b",
 )
-_NOT_OPS = r"^aten\.(?:arg|primals|tangents|xs|getitem|p_|b_|c_|x\b|input|self|l_|output|_tensor_constant)"
+_NOT_OPS = r"^aten\.(?:arg\d|primals|tangents|xs|getitem|p_|b_|c_|x\b|input|self|l_|output|_tensor_constant)"
 
 
 def failing_op_array(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """The graph operator each failure message names (``aten.silu.default``), "" when it names none:
-    structure comes before wording in a failure's identity (``core.bugs``)."""
+    """The graph operator each failure message names (``aten.silu``, no overload), "" when it names
+    none: structure comes before wording in a failure's identity (``core.bugs``)."""
     text = pc.utf8_slice_codeunits(pc.fill_null(pc.cast(messages, pa.large_string()), ""), 0, 8000)
     found = pa.nulls(len(text), pa.large_string())
+    dot = pa.scalar(".", pa.large_string())
     for pattern in _OPERATOR_PATTERNS:
-        parts = pc.extract_regex(text, pattern=pattern)
-        op = pc.struct_field(parts, "op")
-        if "overload" in pattern:
-            op = pc.binary_join_element_wise(op, pc.struct_field(parts, "overload"), pa.scalar(".", pa.large_string()))
-        elif pattern.startswith("%"):  # an FX node is named after its op: silu, silu_1, silu_default
-            op = pc.binary_join_element_wise(pa.scalar("aten", pa.large_string()), op, pa.scalar(".", pa.large_string()))
+        op = pc.struct_field(pc.extract_regex(text, pattern=pattern), "op")
+        if pattern.startswith("%"):  # an FX node is named after its op: silu, silu_1, silu_default
+            op = pc.binary_join_element_wise(pa.scalar("aten", pa.large_string()), op, dot)
             op = pc.if_else(pc.fill_null(pc.match_substring_regex(op, _NOT_OPS), False),
                             pa.scalar(None, pa.large_string()), op)  # an input or a getitem names no op
         found = pc.coalesce(found, pc.replace_substring(op, "::", "."))

@@ -92,7 +92,7 @@ def cmd_triage(args) -> int:
 
     run = _run(args.run_dir, args)
     print(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
-                          benign_shown=args.benign))
+                          benign_shown=args.benign, models=run.catalog_models()))
     return 0
 
 

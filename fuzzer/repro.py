@@ -133,7 +133,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     out.mkdir(parents=True, exist_ok=True)
     result = ReproResult(str(out), "not-reproduced", nodes_before=variant.node_count, backend=target.name,
                          stack=f"{target.stack}@{target.device}", kind=str(key.kind),
-                         symptom=key["symptom"] if key.kind != Kind.CRASH else f"{key['status']} {key['error_type']}")
+                         symptom=key["symptom"] if key.kind != Kind.CRASH else
+                         f"{key['status']} {key['error_type']} {key['template']}")
     try:
         if not predicate(variant):
             result.predicate_calls = same_bug.calls
@@ -196,8 +197,11 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
 
     run = load_run(run_dir)
     records = run.cluster(cluster_id)
-    clusters = run.clusters()
+    clusters = run.clusters(benign=True)
     row = clusters[clusters["cluster"].str.startswith(cluster_id)].iloc[0].to_dict()
+    if row["kind"] == Kind.BENIGN:
+        raise ReproError(f"{row['cluster']} is a difference explained without a defect ({row['explanation']}): "
+                         f"not minimised")
     record = {k: (None if _missing(v) else v) for k, v in records.iloc[0].to_dict().items()}
     out = Path(out_dir) if out_dir else Path(run_dir) / "repros" / row["cluster"]
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,

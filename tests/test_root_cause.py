@@ -11,7 +11,8 @@ import torch
 
 from core.bugs import Explanation, Kind, Symptom, Verdict
 from workers.compare import Settings, compare
-from workers.explain import emulate, explain
+from workers.emulate import emulate, round_tf32
+from workers.explain import declared, explain, hypotheses
 
 PLANTED = """
 name: planted-faults
@@ -76,44 +77,62 @@ def _judged(target: list, reference: list, s: Settings) -> dict:
     return {"verdict": Verdict.TARGET_DIVERGENT, "symptom": c.symptom, "tol_ratio": c.tol_ratio}
 
 
-def test_bfloat16_holds_for_a_bfloat16_computation_and_not_for_a_constant_two_percent():
+def _explained(target, reference, gm, inputs, s, device="cpu", precisions=frozenset()):
+    judged = _judged(target, reference, s)
+    modes = hypotheses(judged["verdict"], device, set(precisions))
+    return explain(judged, target, reference, emulate(gm, inputs, modes), s)
+
+
+def test_bfloat16_holds_for_a_stack_computing_in_it_and_not_for_a_constant_two_percent():
     s = Settings()
     torch.manual_seed(0)
     x, w = torch.randn(8, 64), torch.randn(64, 32)
     gm = _graph(lambda a, b: torch.tanh(a @ b), x, w)
     reference = [gm(x, w)]
-    emulated = emulate(gm, (x, w))
     as_bf16 = [torch.tanh(x.bfloat16() @ w.bfloat16()).float()]
-    found = explain(_judged(as_bf16, reference, s), as_bf16, reference, emulated, s)
+    bf16 = declared({"inference_precision": "<Type: 'bfloat16'>"}, {})
+    assert bf16 == {Explanation.BFLOAT16} and declared({}, {"INFERENCE_PRECISION_HINT": "f32"}) == set()
+    found = _explained(as_bf16, reference, gm, (x, w), s, precisions=bf16)
     assert found is not None and found[0] == Explanation.BFLOAT16
+    assert _explained(as_bf16, reference, gm, (x, w), s) is None  # a stack that does not say it: a finding
     two_percent = [reference[0] * 1.02]
-    assert explain(_judged(two_percent, reference, s), two_percent, reference, emulated, s) is None
+    assert _explained(two_percent, reference, gm, (x, w), s, precisions=bf16) is None
 
 
-def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_inputs():
+def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_inputs_on_cuda():
     s = Settings()
     torch.manual_seed(1)
     x = torch.randn(4, 4096) * 1e3
     gm = _graph(lambda a: a.sum(-1), x)
     reference = [gm(x)]
     reordered = [x.flip(-1).sum(-1)]
-    judged = _judged(reordered, reference, s)
-    if judged["symptom"] is not None:  # a reordering that made a difference beyond tolerance
-        assert explain(judged, reordered, reference, emulate(gm, (x,)), s)[0] == Explanation.REDUCTION_ORDER
+    if _judged(reordered, reference, s)["symptom"] is not None:  # a reordering beyond tolerance
+        assert _explained(reordered, reference, gm, (x,), s)[0] == Explanation.REDUCTION_ORDER
     a, b = torch.randn(16, 256), torch.randn(256, 16)
     mm = _graph(lambda p, q: p @ q, a, b)
     reference = [mm(a, b)]
-    from workers.explain import _round_tf32
-
-    tf32 = [_round_tf32(a) @ _round_tf32(b)]
-    found = explain(_judged(tf32, reference, s), tf32, reference, emulate(mm, (a, b)), s, device="cuda")
+    tf32 = [round_tf32(a) @ round_tf32(b)]
+    found = _explained(tf32, reference, mm, (a, b), s, device="cuda")
     assert found is not None and found[0] == Explanation.TF32
-    on_cpu = explain(_judged(tf32, reference, s), tf32, reference, emulate(mm, (a, b)), s, device="cpu")
-    assert on_cpu is None or on_cpu[0] != Explanation.TF32  # no CPU kernel rounds to TF32
+    assert _explained(tf32, reference, mm, (a, b), s, device="cpu") is None  # no CPU kernel rounds to TF32
+
+
+def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
+    s = Settings()
+    torch.manual_seed(2)
+    x, w = torch.randn(8, 256).half(), torch.randn(256, 64).half()
+    gm = _graph(lambda a, b: torch.tanh(a @ b) * 3 + a.sum(-1, keepdim=True), x, w)
+    reference = [gm(x, w)]
+    wide = [(torch.tanh(x.float() @ w.float()) * 3 + x.float().sum(-1, keepdim=True)).half()]
+    judged = _judged(wide, reference, s)
+    judged["verdict"] = Verdict.REFERENCE_DIVERGENT  # float64 blames eager's float16 rounding
+    if judged["symptom"] is not None:
+        found = explain(judged, wide, reference, emulate(gm, (x, w), hypotheses(judged["verdict"], "cpu", set())), s)
+        assert found is not None and found[0] == Explanation.FLOAT32
 
 
 def test_ledger_cases_hand_their_location_to_later_runs():
-    from workers.align import AlignLedger
+    from workers.align import AlignLedger, Location
 
     ledger = AlignLedger()
     assert ledger.claim("seed|d-1", "v#0") is None
@@ -121,7 +140,7 @@ def test_ledger_cases_hand_their_location_to_later_runs():
     figures = {}
     busy.inherit(figures)
     assert figures == {"align_error": "not run: being located on v#0"}
-    ledger.settle("seed|d-1", "v#0", "tanh", "aten.tanh.default")
+    ledger.settle("seed|d-1", Location("v#0", "tanh", "aten.tanh.default"))
     figures = {}
     ledger.claim("seed|d-1", "v#2").inherit(figures)
     assert figures["first_div_op"] == "aten.tanh.default" and figures["first_div_node"] == "tanh"
@@ -133,7 +152,8 @@ def _rec(**kw) -> dict:
            "backend": "openvino@cpu", "stack": "openvino", "device": "cpu", "status": "mismatch", "stage": "compare",
            "error_type": None, "message": None, "cause": None, "verdict": "target-divergent", "symptom": "numeric",
            "first_div_op": "aten.conv2d.default", "output_dtype": "float32", "tol_ratio": 50.0, "task_agree": 1.0,
-           "node_count": 10, "mutations": [], "probe": "example", "align_error": None, "explanation": None}
+           "node_count": 10, "mutations": [], "probe": "example", "align_error": None, "explanation": None,
+           "backend_options": "{}"}
     row.update(kw)
     return row
 
@@ -172,10 +192,16 @@ def test_a_behaviour_is_one_cluster_over_ops_dtypes_and_seeds_and_benign_ones_st
 def test_another_option_set_that_agrees_explains_a_divergence():
     from analysis.clusters import clusters
 
-    rows = [_rec(), _rec(backend="openvino-f32@cpu", verdict="agree", status="ok"),
+    f32 = '{"INFERENCE_PRECISION_HINT": "f32"}'
+    rows = [_rec(), _rec(backend="openvino-f32@cpu", verdict="agree", status="ok", backend_options=f32),
             _rec(variant_id="s#1", first_div_op="aten.gelu.default")]
     c = clusters(pd.DataFrame(rows))
     assert sorted(c["explanation"].fillna("-")) == ["-", "options"]
+    tuned = '{"mode": "max-autotune"}'  # another label that differs in something else explains nothing
+    rows = [_rec(), _rec(backend="openvino-tuned@cpu", verdict="agree", status="ok", backend_options=tuned)]
+    assert clusters(pd.DataFrame(rows))["explanation"].isna().all()
+    rows = [_rec(), _rec(backend="openvino@gpu", device="gpu", verdict="agree", status="ok")]
+    assert clusters(pd.DataFrame(rows))["explanation"].isna().all()  # another device is another stack
 
 
 def test_impact_counts_the_model_seeds_holding_a_clusters_ops_and_orders_by_it():

@@ -135,7 +135,7 @@ def test_a_failed_location_lets_the_next_run_of_the_case_try():
     ledger = AlignLedger()
     assert ledger.claim("s|b|numeric|float32|2", "s#0") is None
     assert ledger.claim("s|b|numeric|float32|2", "s#1") == Location("s#0")
-    ledger.settle("s|b|numeric|float32|2", "s#0", None, None)
+    ledger.settle("s|b|numeric|float32|2", Location("s#0"))
     assert ledger.claim("s|b|numeric|float32|2", "s#2") is None
 
 

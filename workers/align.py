@@ -41,16 +41,23 @@ def align_case(seed_id: str, key: BugKey) -> str:
 
 @dataclass(frozen=True)
 class Location:
-    """Where a case was located (``op`` set) or is being located (``op`` None), and on which variant."""
+    """Where a case was located (``op`` set) or is being located (``op`` None), and on which variant;
+    whether the divergence there is amplified rounding."""
 
     variant_id: str
     node: str | None = None
     op: str | None = None
+    amplified: bool = False
+
+    @classmethod
+    def of(cls, variant_id: str, figures: dict) -> Location:
+        return cls(variant_id, figures.get("first_div_node"), figures.get("first_div_op"),
+                   bool(figures.get("amplified")))
 
     def inherit(self, figures: dict) -> None:
         """A run of the same case takes this location, and says so (``align_error``)."""
         if self.op:
-            figures.update(first_div_node=self.node, first_div_op=self.op,
+            figures.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
                            align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
         else:
             figures["align_error"] = f"not run: being located on {self.variant_id}"
@@ -71,9 +78,9 @@ class AlignLedger:
         self.cases[case] = Location(variant_id)
         return None
 
-    def settle(self, case: str, variant_id: str, node: str | None, op: str | None) -> None:
-        if op:
-            self.cases[case] = Location(variant_id, node, op)
+    def settle(self, case: str, location: Location) -> None:
+        if location.op:
+            self.cases[case] = location
         else:  # tier 2 failed there: the next run of the case tries again
             self.cases.pop(case, None)
 

@@ -222,15 +222,15 @@ class Executor:
         finally:
             self._release(spec.device)
 
-    def emulate(self, variant_id: str, probe: Probe = Probe()) -> dict:
-        """Eager's outputs on the probe under each explanation hypothesis (``workers.explain``)."""
+    def emulate(self, variant_id: str, probe: Probe, modes: tuple, device: str = "cpu") -> dict:
+        """Eager's outputs on the probe under each of the explanation hypotheses ``modes`` (``workers.emulate``)."""
         from core.ir import Variant
 
-        from .explain import emulate
+        from .emulate import emulate
 
         self._settle()
         variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
-        return emulate(variant.gm, variant.inputs)
+        return emulate(variant.gm, variant.inputs, modes, device)
 
     def _release(self, device: str) -> None:
         try:

@@ -15,9 +15,9 @@ import time
 from core.bugs import FAILED, Stage, Status, Verdict, bug_key
 from core.ir import tensor_from_wire
 
-from .align import align_case
+from .align import Location, align_case
 from .executor import Executor
-from .explain import explain
+from .explain import declared, explain, hypotheses
 from .judge import Judge, RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import RunOutcome
@@ -101,11 +101,9 @@ class VariantJob:
         """Tier 2 in the sandbox, on the probe's inputs; a fault or error there leaves the run located
         nowhere, not lost."""
         self._load()
-        ref_device = self.s.reference.split("@")[-1]
         try:
-            reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare,
-                                    ref_device if ref_device == spec.device else "cpu", probe,
-                                    timeout=(spec.timeout_s or self.s.timeout_s) * 24)
+            reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare, self._reference_device(spec),
+                                    probe, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
         except RemoteError as e:
             return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
         if isinstance(reply, Fault):
@@ -113,19 +111,31 @@ class VariantJob:
             return {"align_error": f"{reply.status} {reply.cause}"}
         return reply
 
-    def explain(self, o: RunOutcome, probe: Probe, reference: list, output_kind: str) -> None:
-        """The hypothesis that explains a divergent run (``workers.explain``), from eager's emulations
-        on the probe, computed once per probe for all the targets; a fault or error leaves it unexplained."""
+    def _reference_device(self, spec: BackendSpec) -> str:
+        """Where tier 2 and the emulations run the reference: its own device when it is the target's."""
+        device = self.s.reference.split("@")[-1]
+        return device if device == spec.device else "cpu"
+
+    def explain(self, o: RunOutcome, spec: BackendSpec, probe: Probe, reference: list, output_kind: str) -> None:
+        """The hypothesis that explains a divergent run (``workers.explain``), from eager's emulations on
+        the probe, each computed once per probe for all the targets; a fault or error leaves it unexplained."""
         if output_kind == "boxes":
             return  # detections are compared after canonical ordering: emulations are not
-        if probe.name not in self.emulated:
+        modes = hypotheses(o.figures.get("verdict"), o.device, declared(o.backend_info, spec.options))
+        done = self.emulated.setdefault(probe.name, {})
+        missing = tuple(m for m in modes if m not in done)
+        if missing:
             try:
-                reply = self.sb.request(Executor.emulate, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
+                self._load()
+                reply = self.sb.request(Executor.emulate, self.vid, probe, missing, self._reference_device(spec),
+                                        timeout=max(60.0, self.s.timeout_s))
             except RemoteError:
                 reply = None
-            self.emulated[probe.name] = reply if isinstance(reply, dict) else {}
-        found = explain(o.figures, self.outputs[(o.backend, probe.name)], reference, self.emulated[probe.name],
-                        self.s.compare, o.device)
+            if isinstance(reply, Fault):
+                self.loaded = False  # the executor that held the variant is gone
+            done.update(reply if isinstance(reply, dict) else dict.fromkeys(missing))
+        found = explain(o.figures, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
+                        self.s.compare)
         if found is not None:
             o.figures["explanation"], o.figures["explain_ratio"] = str(found[0]), found[1]
 
@@ -209,7 +219,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference:
                 judge(o, job.outputs[(o.backend, probe.name)])
                 if s.explain and o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
-                    job.explain(o, probe, known[(s.reference, probe.name)], request.output_kind)
+                    job.explain(o, specs[o.backend], probe, known[(s.reference, probe.name)], request.output_kind)
                 symptom_located = (o.backend, o.figures.get("symptom"))
                 if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
                     if symptom_located in located:
@@ -250,7 +260,7 @@ def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger
     t1 = time.perf_counter()
     o.figures.update(job.align(spec, probe), align_s=time.perf_counter() - t1)
     if ledger is not None:
-        _ask(ledger.settle, case, job.vid, o.figures.get("first_div_node"), o.figures.get("first_div_op"))
+        _ask(ledger.settle, case, Location.of(job.vid, o.figures))
 
 
 def _ask(fn, *args):
