@@ -9,12 +9,13 @@ its cluster's key (``BugKey.shown_by``).
 
 A failure's key is structure first: where it happened (``stack@device``: one converter defect seen
 under two option sets is one bug), its status, stage and exception type, the graph operator its
-message names; then the message template. A divergence's key is the backend label (options such
-as the precision change the numbers), the oracle's verdict, the symptom, the operator where it
-starts and the output dtype; how far off it is (the error's decade) is severity, a column, not
-identity. A divergence that eager reproduces when made to compute the way a hypothesis says the
-stack does (``Explanation``: bfloat16, float16, TF32, another option set, reduction order) is a
-*behaviour*: its key is the backend and the explanation alone, so one precision default is one
+message names; then the message template. A divergence's key is where it happened too (the
+grid_sample disagreement Inductor shows with static and with dynamic shapes is one bug; the labels
+it was seen under are listed), the oracle's verdict, the symptom, the operator where it starts and
+the output dtype; how far off it is (the error's decade) is severity, a column, not identity. A
+divergence that eager reproduces when made to compute the way a hypothesis says the stack does
+(``Explanation``: bfloat16, float16, TF32, float32, another option set, reduction order) is a
+*behaviour*: its key is the stack and the explanation alone, so one precision default is one
 cluster that lists its ops, seeds and dtypes. Explanations that name no defect at all (reduction
 order, an ill-conditioned reference, amplified rounding) make ``benign`` clusters, kept apart.
 
@@ -129,7 +130,7 @@ DIVERGENT_VERDICTS = (*DIVERGENT, Verdict.AMPLIFIED)
 VENDOR_STAGES = (Stage.CONVERT, Stage.COMPILE, Stage.RUN)
 
 FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "failing_op", "template")
-DIVERGENCE_FIELDS = ("backend", "verdict", "symptom", "first_div_op", "output_dtype", "explanation")
+DIVERGENCE_FIELDS = ("stack_device", "verdict", "symptom", "first_div_op", "output_dtype", "explanation")
 KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
                "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree")  # what a key reads
 MISSING = "-"
@@ -171,7 +172,7 @@ class BugKey:
         if self.kind == Kind.CRASH:
             return other.parts == self.parts
         if self["explanation"] != MISSING:
-            return other["backend"] == self["backend"]
+            return other["stack_device"] == self["stack_device"]
         skip = {"first_div_op", "explanation"}
         same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
         op = self["first_div_op"]
@@ -237,7 +238,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
     parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
              "error_type": text(col("error_type")),
              "failing_op": pc.if_else(limit, MISSING, text(failing_op_unique(col("message")))),  # a limit's tail: incidental
-             "template": text(tpl), "backend": text(col("backend")), "verdict": unless_explained(text(verdict)),
+             "template": text(tpl), "verdict": unless_explained(text(verdict)),
              "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
              "first_div_op": unless_explained(text(col("first_div_op"))),
              "output_dtype": unless_explained(text(col("output_dtype"))), "explanation": explanation,

@@ -117,6 +117,25 @@ def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_i
     assert _explained(tf32, reference, mm, (a, b), s, device="cpu") is None  # no CPU kernel rounds to TF32
 
 
+@pytest.mark.parametrize("seed_id", ["timm/test_resnet", "timm/test_vit"])
+def test_emulations_of_a_real_model_keep_its_values_shapes_and_dtypes(seed_id):
+    """Reordering a sum changes its rounding, never its value: on a real model it stays within tolerance;
+    every hypothesis gives the outputs eager gives, shape for shape and dtype for dtype."""
+    from seeds import create_seed
+    from seeds.capture import capture
+    from workers.explain import spread
+
+    v = capture(create_seed(seed_id)).variant
+    reference = torch.utils._pytree.tree_leaves(v.gm(*v.inputs))
+    modes = (Explanation.REDUCTION_ORDER, Explanation.BFLOAT16, Explanation.TF32, Explanation.FLOAT32)
+    emulated = emulate(v.gm, v.inputs, modes)
+    for mode, outputs in emulated.items():
+        assert outputs is not None, mode
+        assert [(t.shape, t.dtype) for t in outputs] == [(t.shape, t.dtype) for t in reference], mode
+    assert spread(emulated[Explanation.REDUCTION_ORDER], reference, Settings())[0] < 1.0
+    assert spread(emulated[Explanation.BFLOAT16], reference, Settings())[0] > 10.0
+
+
 def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
     s = Settings()
     torch.manual_seed(2)

@@ -168,15 +168,18 @@ def test_cluster_ids_are_stable_across_campaigns():
     assert sorted(a["cluster"]) == sorted(b["cluster"])
 
 
-def test_labels_of_one_stack_share_a_crash_cluster_but_not_a_discrepancy_cluster():
+def test_labels_of_one_stack_share_a_cluster_unless_an_option_explains_the_divergence():
     crash = [rec(backend=b, stack="openvino", message=SAME["openvino conversion"][0], stage="convert")
              for b in ("openvino@cpu", "openvino-f32@cpu")]
     div = [rec(backend=b, stack="openvino", status="mismatch", stage="compare", verdict="target-divergent",
-               symptom="numeric", output_dtype="float32", tol_ratio=300.0)
+               symptom="nonfinite", output_dtype="float32", tol_ratio=300.0, first_div_op="aten.conv2d.default")
            for b in ("openvino@cpu", "openvino-f32@cpu")]
     c = clusters(frame(crash + div))
     assert c[c["kind"] == "crash"]["backends"].tolist() == [["openvino-f32@cpu", "openvino@cpu"]]
-    assert (c["kind"] == "discrepancy").sum() == 2
+    assert c[c["kind"] == "discrepancy"]["backends"].tolist() == [["openvino-f32@cpu", "openvino@cpu"]]
+    bf16 = [rec(**{**r, "explanation": "bfloat16", "variant_id": "timm/b#0"}) for r in div[:1]]
+    c = clusters(frame(div[1:] + bf16))
+    assert sorted(c["explanation"].fillna("-")) == ["-", "bfloat16"]  # the default precision's own behaviour
 
 
 def test_severity_order_and_vendor_flag():

@@ -79,7 +79,8 @@ def _reordered(target, a: list) -> list | None:
     if target == aten.baddbmm.default and _f32(a[1]):
         return [a[0], a[1].flip(2), a[2].flip(1), *a[3:]]
     if target in (aten.linear.default, aten.matmul.default) and _f32(a[0]) and a[0].dim() and a[1].dim():
-        return [a[0].flip(-1), a[1].flip(-1 if target == aten.linear.default else max(0, a[1].dim() - 2))]
+        inner = -1 if target == aten.linear.default else max(0, a[1].dim() - 2)  # the summed axis of the second
+        return [a[0].flip(-1), a[1].flip(inner), *a[2:]]
     if target in CONVS:
         groups, transposed = a[6] if len(a) > 6 else 1, False
     elif target == aten.convolution.default:

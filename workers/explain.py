@@ -12,8 +12,9 @@ same probe's inputs. A precision hypothesis holds when the emulation is as far f
 as the target is, to within ``FACTOR`` either way, both at the worst element and at the median one
 (a kernel off by a constant 2 % is as bad as bfloat16 at its worst element, but at every element,
 where rounding is bad at few), with the same symptom. The reduction-order hypothesis holds when
-reordering alone moves eager beyond tolerance too (the same symptom) and at least ``1 / FACTOR``
-as far as the target is at its worst element: then the difference is no defect
+reordering alone moves eager beyond tolerance too (the same symptom) and the target is no more
+than ``REORDER_FACTOR`` times as far at its worst and at its median element: then the difference
+is no defect
 (``core.bugs.BENIGN``). Of the hypotheses that hold, reduction order wins (it explains the least),
 then the precision whose error is closest to the target's. The emulations run once per (variant,
 probe, hypothesis), in the executor that holds the variant; each target's run on that probe is
@@ -32,6 +33,7 @@ from .compare import Settings, compare
 
 FACTOR = 10.0  # "the same error, to within a factor": a decade either way
 MEDIAN_FLOOR = 0.1  # tolerances (about one ulp of float32): medians below this count as equal
+REORDER_FACTOR = 3.0  # another summation order moves eager about as far: the worst and median element both
 NARROWER = (Explanation.BFLOAT16, Explanation.FLOAT16)
 DECLARES = {Explanation.BFLOAT16: re.compile(r"\bb(?:float)?f?16\b", re.I),
             Explanation.FLOAT16: re.compile(r"\b(?:f|fp|float|half)16\b|\bhalf\b", re.I)}
@@ -92,7 +94,8 @@ def explain(figures: dict, target: list, reference: list, emulated: dict,
             continue
         e_worst, e_median = spread(outputs, reference, settings)
         if mode == Explanation.REDUCTION_ORDER:
-            if 0 < e_worst and math.isfinite(worst) and worst <= FACTOR * e_worst:
+            if 0 < e_worst and math.isfinite(worst) and worst <= REORDER_FACTOR * e_worst and \
+                    median <= REORDER_FACTOR * e_median + MEDIAN_FLOOR:
                 return mode, worst / e_worst  # no worse than summing in another order: no defect
             continue
         ratio = _within(worst, e_worst)
