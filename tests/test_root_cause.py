@@ -38,12 +38,14 @@ def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
     from fuzzer.campaign import from_dict
     from fuzzer.driver import Driver
 
+    tight = "compare: {tolerances: {float32: [1.0e-8, 1.0e-9]}, multiplier: 1.0}\n"  # the reordered sum shows
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
-        for seed in (0, 1):
-            c = from_dict(load(PLANTED.replace("SEED", str(seed)), "planted"), "planted")
-            Driver(c, tmp_path / str(seed), progress=False).run()
-            run = load_run(tmp_path / str(seed))
+        for seed, extra in ((0, ""), (1, ""), (0, tight)):
+            c = from_dict(load(PLANTED.replace("SEED", str(seed)) + extra, "planted"), "planted")
+            folder = tmp_path / f"{seed}{'-tight' if extra else ''}"
+            Driver(c, folder, progress=False).run()
+            run = load_run(folder)
             found = run.clusters()
             where = sorted(found["failing_op"].where(found["kind"] == Kind.CRASH, found["first_div_op"]))
             assert where == ["aten.add.Tensor", "aten.relu.default", "aten.silu", "aten.tanh.default"], \
@@ -57,6 +59,7 @@ def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
             summed = runs[runs["seed_id"].str.startswith("ops/sum/") & (runs["backend"] == "planted@cpu")]
             divergent = summed[summed["verdict"].isin([Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT])]
             assert divergent["explanation"].isin([Explanation.REDUCTION_ORDER]).all()
+            assert len(divergent) or not extra, "the tight tolerances should show the reordered sum"
             inherited = runs["align_error"].fillna("").str.startswith("not run: inherited from")
             assert runs.loc[inherited, "first_div_op"].notna().all()
     finally:
