@@ -65,6 +65,7 @@ _RULES: list[tuple[str, str]] = [
     (r"\b\d+(?:x\d+)+\b", "<shape>"),  # 2x3, 1x2x2
     # generated names: FX nodes (add_3, arg0_1), Inductor buffers, ONNX exporter nodes, symbols
     (r"\bnode_\w+", "<name>"),
+    (r"\b((?:input|output) parameter) \(\w+\)", r"\1 (<name>)"),  # ONNX Runtime names the graph value
     (r"\b(?:buf|tmp|arg|primals|tangents|in_ptr|out_ptr|xindex|x|y|s|u|v|t)\d+(?:_\d+)*\b", "<name>"),
     (r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*_\d+\b", "<name>"),
     (r"\b\d+(?:\.\d+)?(ms|s|[KMGT]i?B)\b", r"<num>\1"),  # 300s, 1.5GiB
