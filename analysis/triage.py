@@ -89,7 +89,7 @@ def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, beni
     table = format_table(["cluster", "severity", "vendor", "runs", "seeds", "impact", "backends", "stage", "known",
                           "what"], rows, max_width=90)
     more = f"\n... {len(c) - limit} more clusters (--limit)" if len(c) > limit else ""
-    explained = int(c["explanation"].notna().sum()) if "explanation" in c else 0
+    explained = int(((c["kind"] == Kind.DISCREPANCY) & c["explanation"].notna()).sum()) if "explanation" in c else 0
     shown_benign = int((c["kind"] == Kind.BENIGN).sum())
     out_of = f" (of {models})" if models else ""
     return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \

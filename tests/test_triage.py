@@ -44,9 +44,9 @@ SAME = {
         "input parameter (tensors_2) of operator (Conv) in node (node_conv2d_3) is invalid."),
     "onnxruntime parameter names": (
         "[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type 'tensor(bfloat16)' of "
-        "input parameter (x) of operator (Conv) in node (node_Conv_811) is invalid.",
+        "input parameter (x) of operator (HardSwish) in node (n0_19) is invalid.",
         "[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type 'tensor(bfloat16)' of "
-        "input parameter (_to_copy) of operator (Conv) in node (node_Conv_756) is invalid."),
+        "input parameter (_to_copy) of operator (HardSwish) in node (node_HardSwish_756) is invalid."),
     "onnxruntime not implemented": (
         "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for Equal(19) node with name "
         "'node_Equal_0'",
