@@ -2,7 +2,8 @@
 
 Everything here is the pool's job, not the backend's: timeouts, isolation, the retry that tells a
 reproducible crash from a flaky one, the probes (each prepared backend is called on several input
-sets, ``workers.probes``: one record per probe), timing and comparing. A crash in a batch of probes
+sets, ``workers.probes``: one record per probe), timing and comparing, and testing on eager why a
+run diverges (``workers.explain``) before tier 2 locates it. A crash in a batch of probes
 is pinned on the input that caused it by running the example alone, then each probe alone.
 """
 from __future__ import annotations
