@@ -86,12 +86,17 @@ def template_array(messages: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunke
     return pc.utf8_trim_whitespace(pc.utf8_slice_codeunits(text, 0, MAX_CHARS))
 
 
-def template_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Like ``template_array`` but each distinct message is reduced once (dictionary encoding)."""
+def _per_distinct(reduce, messages: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``reduce`` applied to each distinct message once (dictionary encoding), then spread back."""
     if isinstance(messages, pa.ChunkedArray):
         messages = messages.combine_chunks()
     encoded = pc.dictionary_encode(pc.fill_null(pc.cast(messages, pa.large_string()), ""))
-    return pc.take(template_array(encoded.dictionary), encoded.indices)
+    return pc.take(reduce(encoded.dictionary), encoded.indices)
+
+
+def template_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Like ``template_array`` but each distinct message is reduced once."""
+    return _per_distinct(template_array, messages)
 
 
 # The graph operator a failure names, first match wins: an FX node's target, the ONNX exporter's
@@ -126,10 +131,7 @@ def failing_op_array(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def failing_op_unique(messages: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``failing_op_array``, each distinct message read once."""
-    if isinstance(messages, pa.ChunkedArray):
-        messages = messages.combine_chunks()
-    encoded = pc.dictionary_encode(pc.fill_null(pc.cast(messages, pa.large_string()), ""))
-    return pc.take(failing_op_array(encoded.dictionary), encoded.indices)
+    return _per_distinct(failing_op_array, messages)
 
 
 def failing_op(message: str | None) -> str:

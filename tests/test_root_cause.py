@@ -12,7 +12,7 @@ import torch
 from core.bugs import Explanation, Kind, Symptom, Verdict
 from workers.compare import Settings, compare
 from workers.emulate import emulate, round_tf32
-from workers.explain import declared, explain, hypotheses
+from workers.explain import declared, explain, hypotheses, measure
 
 PLANTED = """
 name: planted-faults
@@ -83,7 +83,7 @@ def _judged(target: list, reference: list, s: Settings) -> dict:
 def _explained(target, reference, gm, inputs, s, device="cpu", precisions=frozenset()):
     judged = _judged(target, reference, s)
     modes = hypotheses(judged["verdict"], device, set(precisions))
-    return explain(judged, target, reference, emulate(gm, inputs, modes), s)
+    return explain(judged, target, reference, measure(emulate(gm, inputs, modes), reference, s), s)
 
 
 def test_bfloat16_holds_for_a_stack_computing_in_it_and_not_for_a_constant_two_percent():
@@ -149,7 +149,8 @@ def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
     judged = _judged(wide, reference, s)
     judged["verdict"] = Verdict.REFERENCE_DIVERGENT  # float64 blames eager's float16 rounding
     if judged["symptom"] is not None:
-        found = explain(judged, wide, reference, emulate(gm, (x, w), hypotheses(judged["verdict"], "cpu", set())), s)
+        emulated = emulate(gm, (x, w), hypotheses(judged["verdict"], "cpu", set()))
+        found = explain(judged, wide, reference, measure(emulated, reference, s), s)
         assert found is not None and found[0] == Explanation.FLOAT32
 
 

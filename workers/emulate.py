@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.utils._pytree import tree_leaves, tree_map
 
 from core.bugs import Explanation
 
@@ -37,26 +38,21 @@ def round_tf32(t: torch.Tensor) -> torch.Tensor:
 
 
 def _map(fn, a):
-    if isinstance(a, torch.Tensor):
-        return fn(a)
-    if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size):
-        return type(a)(_map(fn, x) for x in a)
-    if isinstance(a, dict):
-        return {k: _map(fn, v) for k, v in a.items()}
-    return a
+    """``a`` (a call's arguments or result) with ``fn`` applied to every tensor in it."""
+    return tree_map(lambda x: fn(x) if isinstance(x, torch.Tensor) else x, a, is_leaf=_size)
 
 
 def _widen(a):
     """float16 and bfloat16 tensors and dtype arguments as float32."""
-    if isinstance(a, torch.dtype):
-        return torch.float32 if a in HALF else a
-    if isinstance(a, torch.Tensor):
-        return a.float() if a.dtype in HALF else a
-    if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size):
-        return type(a)(_widen(x) for x in a)
-    if isinstance(a, dict):
-        return {k: _widen(v) for k, v in a.items()}
-    return a
+    def wide(x):
+        if isinstance(x, torch.dtype):
+            return torch.float32 if x in HALF else x
+        return x.float() if isinstance(x, torch.Tensor) and x.dtype in HALF else x
+    return tree_map(wide, a, is_leaf=_size)
+
+
+def _size(x) -> bool:
+    return isinstance(x, torch.Size)  # a shape argument stays one
 
 
 def _f32(t) -> bool:
@@ -112,7 +108,7 @@ class Emulator(Evaluator):
             return target(*_widen(args), **_widen(kwargs))
         if self.mode in PRECISIONS:
             into, narrowed = PRECISIONS[self.mode]
-            found = [t.dtype for t in torch.utils._pytree.tree_leaves((args, kwargs))
+            found = [t.dtype for t in tree_leaves((args, kwargs))
                      if isinstance(t, torch.Tensor) and t.dtype in narrowed]
             if found:
                 result = functools.reduce(torch.promote_types, found)  # what the op gives for these inputs
@@ -132,12 +128,12 @@ def emulate(gm, inputs: tuple, modes, device: str = "cpu") -> dict:
     """Each hypothesis's outputs of the variant on ``inputs`` (flattened like a backend's, in the dtypes
     eager gives), None for one eager cannot compute that way (an op with no bfloat16 kernel, say)."""
     with torch.no_grad():
-        plain = torch.utils._pytree.tree_leaves(Evaluator(gm, device).run(*inputs))
+        plain = tree_leaves(Evaluator(gm, device).run(*inputs))
     out = {}
     for mode in modes:
         try:
             with torch.no_grad():
-                value = torch.utils._pytree.tree_leaves(Emulator(gm, mode, device).run(*inputs))
+                value = tree_leaves(Emulator(gm, mode, device).run(*inputs))
             out[mode] = [t.detach().to("cpu", p.dtype) if isinstance(t, torch.Tensor) and isinstance(p, torch.Tensor)
                          else t for t, p in zip(value, plain)]
         except Exception:  # noqa: BLE001 - a hypothesis eager cannot test explains nothing

@@ -17,17 +17,19 @@ than ``REORDER_FACTOR`` times as far at its worst and at its median element: the
 is no defect
 (``core.bugs.BENIGN``). Of the hypotheses that hold, reduction order wins (it explains the least),
 then the precision whose error is closest to the target's. The emulations run once per (variant,
-probe, hypothesis), in the executor that holds the variant; each target's run on that probe is
-then explained against them by the pool's runner, for the cost of a comparison.
+probe, hypothesis), in the executor that holds the variant, and are measured against the reference
+once (``measure``); each target's run on that probe is then explained against those figures by
+the pool's runner, for the cost of measuring the target.
 """
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import torch
 
-from core.bugs import Explanation, Verdict
+from core.bugs import Explanation, Symptom, Verdict
 
 from .compare import Settings, compare
 
@@ -82,24 +84,40 @@ def _within(a: float, b: float, floor: float = 0.0) -> float | None:
     return ratio if 1 / FACTOR <= ratio <= FACTOR else None
 
 
-def explain(figures: dict, target: list, reference: list, emulated: dict,
+@dataclass(frozen=True)
+class Measured:
+    """One emulation against the reference: what differs, and how far at the worst and median element."""
+
+    symptom: Symptom | None
+    worst: float
+    median: float
+
+
+def measure(emulated: dict, reference: list, settings: Settings) -> dict:
+    """Each emulation (hypothesis -> eager's outputs that way, None when eager could not) measured against
+    the reference once: the same for every target judged on that probe."""
+    return {mode: None if outputs is None else
+            Measured(compare(outputs, reference, settings).symptom, *spread(outputs, reference, settings))
+            for mode, outputs in emulated.items()}
+
+
+def explain(figures: dict, target: list, reference: list, measured: dict,
             settings: Settings) -> tuple[Explanation, float] | None:
-    """The hypothesis of ``emulated`` (hypothesis -> eager's outputs that way) that explains a divergent
-    run (its comparison columns ``figures``, its ``target`` and the ``reference`` outputs), with the
-    target's worst error over the emulation's; None when none holds."""
+    """The hypothesis of ``measured`` (``measure``'s) that explains a divergent run (its comparison columns
+    ``figures``, its ``target`` and the ``reference`` outputs), with the target's worst error over the
+    emulation's; None when none holds."""
     worst, median = spread(target, reference, settings)
     best = None
-    for mode, outputs in emulated.items():
-        if outputs is None or compare(outputs, reference, settings).symptom != figures.get("symptom"):
+    for mode, m in measured.items():
+        if m is None or m.symptom != figures.get("symptom"):
             continue
-        e_worst, e_median = spread(outputs, reference, settings)
         if mode == Explanation.REDUCTION_ORDER:
-            if 0 < e_worst and math.isfinite(worst) and worst <= REORDER_FACTOR * e_worst and \
-                    median <= REORDER_FACTOR * e_median + MEDIAN_FLOOR:
-                return mode, worst / e_worst  # no worse than summing in another order: no defect
+            if 0 < m.worst and math.isfinite(worst) and worst <= REORDER_FACTOR * m.worst and \
+                    median <= REORDER_FACTOR * m.median + MEDIAN_FLOOR:
+                return mode, worst / m.worst  # no worse than summing in another order: no defect
             continue
-        ratio = _within(worst, e_worst)
-        if ratio is not None and _within(median, e_median, MEDIAN_FLOOR) is not None and \
+        ratio = _within(worst, m.worst)
+        if ratio is not None and _within(median, m.median, MEDIAN_FLOOR) is not None and \
                 (best is None or abs(math.log(ratio)) < abs(math.log(best[1]))):
             best = (mode, ratio)
     return best

@@ -18,7 +18,7 @@ from core.ir import tensor_from_wire
 
 from .align import Location, align_case
 from .executor import Executor
-from .explain import declared, explain, hypotheses
+from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import RunOutcome
@@ -69,7 +69,7 @@ class VariantJob:
         self.loaded = False
         self.probes: list[Probe] = [Probe()]  # the variant's, the example first (from the executor's load)
         self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
-        self.emulated: dict[str, dict] = {}  # probe -> eager's outputs under each explanation hypothesis
+        self.emulated: dict[str, dict] = {}  # probe -> each explanation hypothesis's emulation, measured
 
     def _load(self) -> None:
         if self.loaded:
@@ -134,7 +134,8 @@ class VariantJob:
                 reply = None
             if isinstance(reply, Fault):
                 self.loaded = False  # the executor that held the variant is gone
-            done.update(reply if isinstance(reply, dict) else dict.fromkeys(missing))
+            done.update(measure(reply, reference, self.s.compare) if isinstance(reply, dict) else
+                        dict.fromkeys(missing))
         found = explain(o.figures, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
                         self.s.compare)
         if found is not None:
