@@ -102,7 +102,9 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
 
     def to_row(self) -> dict:
-        return dataclasses.asdict(self)
+        """The record as a Parquet row: its fields, not copied (``dataclasses.asdict`` deep-copies every list,
+        a third of a campaign driver's time)."""
+        return self.__dict__.copy()
 
 
 _ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
