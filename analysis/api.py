@@ -18,6 +18,7 @@ from core.strict_yaml import YamlError, load
 from . import clusters as _clusters
 from . import portability as _port
 from .catalog import Catalog
+from .folder import Folder, FolderError
 from .impact import catalog_models
 from .known import KnownIssues
 from .merge import minimised
@@ -39,16 +40,21 @@ class Run:
     catalog (``gapfuzz seeds scan``) to rate each cluster's impact against, else the run's own."""
 
     def __init__(self, path: str | Path, known: str | Path | None = None, catalog: str | Path | None = None):
-        self.path = Path(path)
-        if not self.path.is_dir():
+        try:
+            self.folder = Folder(path)  # a local folder, or one on any filesystem pyarrow reads (s3://...)
+            found = self.folder.is_dir()
+        except FolderError as e:
+            raise ResultsError(str(e)) from None
+        if not found:
             raise ResultsError(f"{path}: no such run folder")
-        self.store = RecordStore(self.path)
+        self.path = self.folder.local_path  # None on an object store: no reproducers there
+        self.store = RecordStore(self.folder)
         if not self.store.files():
             raise ResultsError(f"{path}: holds no records (is it a gapfuzz run folder?)")
         self.campaign = self._campaign()
         backends = self.campaign.get("backends")
         backends = backends if isinstance(backends, dict) else {}
-        self.name = self.campaign.get("name") or self.path.name
+        self.name = self.campaign.get("name") or self.folder.name
         self.reference = _entry_name(backends.get("reference"), "eager@cpu")
         self.oracle = _entry_name(backends.get("oracle"), "eager-fp64@cpu")
         compare = self.campaign.get("compare")
@@ -58,14 +64,14 @@ class Run:
         self.known = KnownIssues.load(known)
         if catalog is not None and not Catalog(catalog).files():
             raise ResultsError(f"{catalog}: holds no seed catalog (gapfuzz seeds scan --out {catalog} writes one)")
-        self.catalog_dir = Path(catalog) if catalog is not None else self.path
+        self.catalog_dir = catalog if catalog is not None else self.folder
 
     def _campaign(self) -> dict:
-        f = self.path / "campaign.yaml"
-        if not f.exists():
-            return {}
+        f = f"{self.folder}/campaign.yaml"
         try:
-            given = load(f.read_bytes(), str(f))
+            if not self.folder.exists("campaign.yaml"):
+                return {}
+            given = load(self.folder.read_bytes("campaign.yaml"), f)
         except YamlError as e:
             raise ResultsError(str(e)) from None
         except OSError as e:
@@ -75,7 +81,7 @@ class Run:
         return given
 
     def __repr__(self) -> str:
-        return f"Run({str(self.path)!r}, records={len(self)}, reference={self.reference!r})"
+        return f"Run({str(self.folder)!r}, records={len(self)}, reference={self.reference!r})"
 
     def __len__(self) -> int:
         return self.store.count()
@@ -120,7 +126,7 @@ class Run:
     @cached_property
     def _clusters(self) -> pd.DataFrame:
         c = _clusters.clusters(self._prepared, self.reference, self.oracle, self.catalog(),
-                               minimised(self.path / "repros"))
+                               minimised(self.path / "repros") if self.path else {})
         c["known"] = self.known.match(c)
         return c
 
@@ -167,8 +173,8 @@ class Run:
     @cached_property
     def _ops(self) -> pa.ChunkedArray:
         """The op lists, read dictionary-encoded (4x faster than strings, a fraction of the memory)."""
-        files = [str(f) for f in self.store.files()]
-        return pq.read_table(files, columns=["ops"], read_dictionary=["ops.list.element"]).column("ops")
+        return pq.read_table(self.store.files(), columns=["ops"], read_dictionary=["ops.list.element"],
+                             filesystem=self.store.folder.fs).column("ops")
 
     def support(self, by: str | None = None) -> pd.DataFrame:
         """Long table: op, backend, attempts, completed, share, supported (see ``analysis.portability``)."""

@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from core.bugs import Status
 
+from .folder import Folder
 from .schema import arrow_schema_of
-from .store import write_table_atomic
 
 CATALOG_VERSION = 1
 
@@ -52,12 +52,13 @@ def catalog_schema() -> pa.Schema:
 
 
 class Catalog:
-    """``<dir>/catalog/part-*.parquet``; whole files only, like the run records."""
+    """``<dir>/catalog/rows/part-*.parquet``; whole files only, like the run records."""
 
-    def __init__(self, run_dir: str | Path):
-        self.dir = Path(run_dir) / "catalog"
+    def __init__(self, run_dir: str | Path | Folder):
+        self.folder = run_dir if isinstance(run_dir, Folder) else Folder(run_dir)
+        self.dir = self.folder.path("catalog")
 
-    def write(self, rows: list[CatalogRow]) -> Path | None:
+    def write(self, rows: list[CatalogRow]) -> str | None:
         if not rows:
             return None
         now = dt.datetime.now(dt.timezone.utc)
@@ -65,10 +66,16 @@ class Catalog:
         table = pa.Table.from_pylist(data, schema=catalog_schema())
         import uuid
 
-        return write_table_atomic(table, self.dir / "rows" / f"part-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet")
+        return self.folder.write_table(table, "catalog", "rows", f"part-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet")
 
-    def files(self) -> list[Path]:
-        return sorted(self.dir.glob("rows/*.parquet"))
+    def files(self) -> list[str]:
+        from .folder import FolderError
+        from .store import ResultsError
+
+        try:
+            return self.folder.files("catalog", "rows")
+        except FolderError as e:
+            raise ResultsError(str(e)) from None
 
     def read(self) -> pa.Table:
         """One row per seed (the first written, should an older campaign have written one twice)."""
@@ -81,7 +88,7 @@ class Catalog:
         if not files:
             return catalog_schema().empty_table()
         try:
-            table = ds.dataset([str(f) for f in files], schema=catalog_schema()).to_table()
+            table = ds.dataset(files, schema=catalog_schema(), filesystem=self.folder.fs).to_table()
         except (pa.ArrowException, OSError) as e:
             raise ResultsError(f"{self.dir}: cannot read the seed catalog: {' '.join(str(e).split())[:300]}") \
                 from None

@@ -178,7 +178,7 @@ def render(run: Run) -> str:
         plot, table = build(run)
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2><figure>{plot}</figure>{table}</section>')
     meta = (f"{len(run)} records &middot; reference {html.escape(run.reference)} &middot; oracle "
-            f"{html.escape(run.oracle)} &middot; {html.escape(str(run.path))} &middot; generated "
+            f"{html.escape(run.oracle)} &middot; {html.escape(str(run.folder))} &middot; generated "
             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gapfuzz report: '
             f"{html.escape(run.name)}</title><style>{CSS}</style></head><body><h1>gapfuzz report: "
@@ -187,7 +187,7 @@ def render(run: Run) -> str:
 
 def write_report(run: Run, out: str | Path | None = None) -> Path:
     """Write the report (default ``RUN_DIR/report.html``) and return its path."""
-    path = Path(out) if out else run.path / "report.html"
+    path = Path(out) if out else (run.path or Path(run.name)) / "report.html"  # a run on an object store: here
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(render(run), encoding="utf-8")

@@ -3,16 +3,15 @@
 Layout of ``runs/<name>/``::
 
     campaign.yaml            the resolved campaign (every default filled in)
-    records/<backend>/part-<time>-<id>.parquet   one row per (variant, backend)
-    records/.tmp/            files being written; renamed into place when complete
+    records/<backend>/part-<time>-<id>.parquet   one row per (variant, backend, probe)
 
 Each file holds every column (backend included), so a single file is self-describing
-and ``pandas.read_parquet("runs/<name>/records")`` reads the whole dataset.
+and ``pandas.read_parquet("runs/<name>/records")`` reads the whole dataset. The folder may be on
+any filesystem pyarrow writes (``analysis.folder``), and each file appears whole or not at all.
 """
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from .folder import Folder, FolderError
 from .schema import READABLE_VERSIONS, RunRecord, arrow_schema
 
 
@@ -32,26 +32,13 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "@-_.+" else "_" for c in name)
 
 
-def write_table_atomic(table: pa.Table, path: Path) -> Path:
-    """Write to a temporary name beside the target, fsync, then rename into place."""
-    tmp = path.parent.parent / ".tmp" if path.parent.name != ".tmp" else path.parent
-    tmp.mkdir(parents=True, exist_ok=True)
-    tmp_path = tmp / f"{uuid.uuid4().hex}.parquet"
-    pq.write_table(table, tmp_path, compression="zstd")
-    with open(tmp_path, "rb") as f:
-        os.fsync(f.fileno())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp_path, path)
-    return path
-
-
 class RecordStore:
-    def __init__(self, run_dir: str | Path):
-        self.run_dir = Path(run_dir)
-        self.records_dir = self.run_dir / "records"
-        self._checked: set[Path] = set()
+    def __init__(self, run_dir: str | Path | Folder):
+        self.folder = run_dir if isinstance(run_dir, Folder) else Folder(run_dir)
+        self.records_dir = self.folder.path("records")
+        self._checked: set[str] = set()
 
-    def write(self, records: list[RunRecord]) -> list[Path]:
+    def write(self, records: list[RunRecord]) -> list[str]:
         """One file per backend among ``records``; each file appears whole or not at all."""
         if not records:
             return []
@@ -64,14 +51,15 @@ class RecordStore:
         stamp, schema, paths = time.strftime("%Y%m%dT%H%M%S"), arrow_schema(), []
         for backend, rows in sorted(by_backend.items()):
             table = pa.Table.from_pylist(rows, schema=schema)
-            path = self.records_dir / _safe(backend) / f"part-{stamp}-{uuid.uuid4().hex[:12]}.parquet"
-            paths.append(write_table_atomic(table, path))
+            name = f"part-{stamp}-{uuid.uuid4().hex[:12]}.parquet"
+            paths.append(self.folder.write_table(table, "records", _safe(backend), name))
         return paths
 
-    def files(self) -> list[Path]:
-        if not self.records_dir.is_dir():
-            return []
-        return sorted(p for p in self.records_dir.glob("*/*.parquet") if not p.parent.name.startswith("."))
+    def files(self) -> list[str]:
+        try:
+            return self.folder.files("records")
+        except FolderError as e:
+            raise ResultsError(str(e)) from None
 
     def dataset(self) -> ds.Dataset | None:
         files = self.files()
@@ -79,14 +67,14 @@ class RecordStore:
             return None
         for f in files:
             self._check(f)
-        return ds.dataset([str(f) for f in files], format="parquet", schema=arrow_schema())
+        return ds.dataset(files, format="parquet", schema=arrow_schema(), filesystem=self.folder.fs)
 
-    def _check(self, path: Path) -> None:
+    def _check(self, path: str) -> None:
         """A file under records/ must be a gapfuzz record file (checked once per file, from its footer)."""
         if path in self._checked:
             return
         try:
-            meta = pq.read_schema(path).metadata or {}
+            meta = pq.read_schema(path, filesystem=self.folder.fs).metadata or {}
         except (pa.ArrowException, OSError) as e:
             raise ResultsError(f"{path}: not a readable Parquet file: {' '.join(str(e).split())[:200]}") from None
         if b"gapfuzz_schema_version" not in meta:

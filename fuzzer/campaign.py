@@ -65,11 +65,15 @@ def _merge(defaults: dict, given: dict) -> dict:
     return out
 
 
-def first_difference(a, b, where: str = "") -> str | None:
-    """The first dotted key at which two resolved configs differ, None when they are the same."""
+def first_difference(a, b, where: str = "", ignore: tuple[str, ...] = ()) -> str | None:
+    """The first dotted key at which two resolved configs differ (keys in ``ignore`` and below them
+    left out), None when they are the same."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in [*a, *(k for k in b if k not in a)]:
-            found = first_difference(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))
+            key = f"{where}.{k}" if where else str(k)
+            if key in ignore:
+                continue
+            found = first_difference(a.get(k), b.get(k), key, ignore)
             if found:
                 return found
         return None
@@ -157,11 +161,12 @@ def load_campaign(path: str | Path | None = None, overrides: dict | None = None)
     return from_dict(_merge(read_campaign_file(p, source), overrides or {}), source, p.stem)
 
 
-def read_campaign_file(path: Path, source: str | None = None) -> dict:
-    """The mapping a campaign file holds, read strictly (``core.strict_yaml``); one line on any problem."""
+def read_campaign_file(path: Path, source: str | None = None, data: bytes | None = None) -> dict:
+    """The mapping a campaign file holds (``data``, when already read), read strictly
+    (``core.strict_yaml``); one line on any problem."""
     source = source or str(path)
     try:
-        data = Path(path).read_bytes()
+        data = Path(path).read_bytes() if data is None else data
     except OSError as e:
         raise CampaignError(f"{path}: cannot read campaign file: {e.strerror or e}") from None
     try:
@@ -237,7 +242,7 @@ def _resolve(config: dict, source: str) -> Campaign:
                             f"seed itself (for the seeds alone: per_seed: 1)")
     return Campaign(
         config, source, name=config["name"], seed=config["seed"], output=config["output"],
-        seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"]) for s in config["seeds"]],
+        seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"], s["catalog"]) for s in config["seeds"]],
         capture=CaptureSettings(**config["capture"]),
         variants=VariantSettings(v["per_seed"], v["include_seed"], v["mutations"], mutators, v["guidance"],
                                  v["max_tries"]),

@@ -27,12 +27,13 @@ _SELECTION = {
         "exclude": _GLOBS,
         "limit": {"type": ["integer", "null"], "minimum": 0},
         "sample": {"type": ["integer", "null"], "minimum": 0},
+        "catalog": {"type": ["string", "null"]},
     },
 }
 
 _POOL = {
     "type": "object", "additionalProperties": False,
-    "properties": {"workers": _POS_INT, "cpus_per_worker": _NONNEG_NUM, "threads": _POS_INT,
+    "properties": {"workers": {"oneOf": [_POS_INT, {"const": "auto"}]}, "cpus_per_worker": _NONNEG_NUM, "threads": _POS_INT,
                    "gpus_per_worker": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
                    "memory_gb": {"type": ["number", "null"], "exclusiveMinimum": 0},
                    "env": {"type": "object", "additionalProperties": {"type": "string"}}},
@@ -92,6 +93,10 @@ SCHEMA = {
     },
 }
 
+# Keys that say how a campaign runs, not what it finds: a resume may change them (a bigger cluster,
+# another address, another flush size) and keep the records it continues.
+OPERATIONAL_KEYS = ("description", "output", "pools", "ray", "run.flush_every")
+
 DEFAULTS = {
     "name": "campaign",
     "description": "",
@@ -104,7 +109,7 @@ DEFAULTS = {
     "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES)},
     "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
     "pools": {},
-    "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 100},
+    "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 1000},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
                 "detection_adapter": True, "align": True,
                 "align_scope": "seed", "explain": True},
@@ -113,4 +118,4 @@ DEFAULTS = {
 
 POOL_DEFAULTS = {"workers": 1, "cpus_per_worker": 1, "gpus_per_worker": 1, "threads": 1, "memory_gb": None,
                  "env": {}}
-SELECTION_DEFAULTS = {"include": [], "exclude": [], "limit": None, "sample": None}
+SELECTION_DEFAULTS = {"include": [], "exclude": [], "limit": None, "sample": None, "catalog": None}

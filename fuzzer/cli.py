@@ -12,19 +12,27 @@ class UserError(Exception):
     """Bad input from the command line; printed as one line, exit status 2."""
 
 
-def _records(run_dir: str):
+SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict"]
+
+
+def _records(run_dir: str, columns: list[str] | None = None):
+    from analysis.folder import FolderError
     from analysis.store import RecordStore
 
-    path = Path(run_dir)
-    if not path.is_dir():
+    try:
+        store = RecordStore(run_dir)
+        found = store.folder.is_dir()
+    except FolderError as e:
+        raise UserError(str(e)) from None
+    if not found:
         raise UserError(f"{run_dir}: no such run folder")
-    store = RecordStore(path)
     if not store.files():
         raise UserError(f"{run_dir}: holds no records (is it a gapfuzz run folder?)")
-    return store.read().to_pandas()
+    return store.read(columns).to_pandas()
 
 
 def cmd_run(args) -> int:
+    from analysis.folder import Folder, FolderError
     from analysis.triage import render_summary
     from core.bugs import Status, Verdict
 
@@ -35,7 +43,10 @@ def cmd_run(args) -> int:
 
     campaign = load_campaign(args.campaign)
     seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
-    run_dir = Path(args.out) if args.out else Path(campaign.output) / campaign.name
+    try:
+        run_dir = Folder(args.out or f"{campaign.output}/{campaign.name}")  # a path, or a URI (s3://...)
+    except FolderError as e:
+        raise UserError(str(e)) from None
     address = args.address or campaign.address
     driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
     try:
@@ -46,14 +57,11 @@ def cmd_run(args) -> int:
             driver.connect()  # a cluster that does not answer is said before anything is written
         else:
             driver.check_available()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        stored = run_dir / "campaign.yaml"
-        tmp = stored.with_suffix(".yaml.tmp")
-        tmp.write_text(campaign.to_yaml())
-        tmp.replace(stored)
+        run_dir.mkdir()
+        run_dir.write_bytes(campaign.to_yaml().encode(), "campaign.yaml")
     except ConnectionError as e:  # Ray found no cluster where it was told to look
         raise UserError(f"--address {address}: {' '.join(str(e).split())[:200]}") from None
-    except (LaunchError, OSError) as e:
+    except (LaunchError, OSError, FolderError) as e:
         raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
             from None
     try:
@@ -65,7 +73,7 @@ def cmd_run(args) -> int:
     except OSError as e:  # the run folder's disk: what was written before stays
         raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
                         f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None
-    df = _records(str(run_dir))
+    df = _records(str(run_dir), SUMMARY_COLUMNS)
     print(render_summary(df))
     counts = df["status"].value_counts()
     vendor = int((df["verdict"] == Verdict.TARGET_DIVERGENT).sum()) if "verdict" in df else 0

@@ -49,7 +49,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     r.add_argument("campaign", nargs="?", help="campaign YAML file")
     r.add_argument("--address", help="Ray cluster to join ('auto' for the local cluster)")
     r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
-    r.add_argument("--out", type=path_arg, help="run folder (default: <output>/<name> from the campaign)")
+    r.add_argument("--out", type=path_arg, help="run folder: a path, or a URI such as s3://bucket/runs/x "
+                   "(default: <output>/<name> from the campaign)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.set_defaults(fn=commands["run"])
 

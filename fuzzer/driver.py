@@ -5,26 +5,32 @@ fills idle workers (``_fill``: a seed build, or a built variant's next pool) and
 to ``_built`` (a ``SeedBuild``: variants to run, or one failure record) or ``_ran`` (the
 ``RunOutcome``s of one pool: records). Per variant, the pool of the reference runs first
 (reference, oracle and that pool's targets, compared in place); other pools get the reference
-outputs through the object store. Scheduling is the ``Dispatcher``'s, writing the ``RecordSink``'s.
+outputs through the object store. Scheduling is the ``Dispatcher``'s, the workers the ``Fleet``'s
+(grown as nodes join, replaced as they go), writing the ``RecordSink``'s.
+
+A call lost with its worker's node is run again, not recorded: on another worker of the pool when
+only the worker died, or built again from its recipe when its inputs died too (a variant is
+reproducible from its recipe); only a job lost ``MAX_LOST`` times becomes a ``WorkerLost`` record.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
 
+from analysis.folder import Folder
 from core.bugs import Stage, Status, bug_key_list
 from workers.align import AlignLedger
 from workers.dispatch import Dispatcher, Done
+from workers.fleet import STRANDED_S, Fleet
 from workers.messages import CallReply, JudgeSettings, RunRequest
 from workers.outcome import RunOutcome
-from workers.pool import PoolSettings, connect, start_pool
+from workers.pool import AUTO, PoolSettings, connect
 
 from .campaign import Campaign, CampaignError
 from .generate import build_seed_variants
@@ -38,6 +44,7 @@ from .sink import RecordSink
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
+MAX_LOST = 3  # times one build or variant may be lost with a node before it is recorded as lost
 
 
 @dataclass
@@ -54,8 +61,10 @@ class VariantWork:
 
 
 class Driver:
-    def __init__(self, campaign: Campaign, run_dir: Path, address: str | None = None, progress: bool = True):
-        self.c, self.run_dir, self.address = campaign, Path(run_dir), address or campaign.address
+    def __init__(self, campaign: Campaign, run_dir: str | Path | Folder, address: str | None = None,
+                 progress: bool = True):
+        self.c, self.address = campaign, address or campaign.address
+        self.run_dir = run_dir if isinstance(run_dir, Folder) else Folder(run_dir)  # local, or any pyarrow filesystem
         self.specs = {s.name: s for s in campaign.backends.all()}
         self.ref_name = campaign.reference.name
         self.oracle_name = campaign.oracle.name if campaign.oracle else None
@@ -65,7 +74,8 @@ class Driver:
         self.sink = RecordSink(self.run_dir, campaign.run.flush_every, self.progress, self.stats)
         self.feedback = Feedback(campaign.variants.mutators)
         self.dispatch = Dispatcher()
-        self.pools: dict[str, list] = {}
+        self.fleet: Fleet | None = None
+        self.lost: Counter = Counter()  # seed or variant id -> times lost with a worker
         self.judge: JudgeSettings | None = None  # made once Ray runs (its ledger is an actor)
         self.started_ray = False
         self.seeds_total = self.seeds_done = self.variants_done = 0
@@ -97,6 +107,7 @@ class Driver:
             return
         t0 = time.monotonic()
         self.connect()
+        work = self._without_absent_pools(work)
         cut_short = True
         try:
             self._start_pools()
@@ -111,7 +122,8 @@ class Driver:
     def connect(self) -> None:
         """Join the campaign's Ray cluster, or start an embedded one sized for the pools."""
         if not ray.is_initialized():
-            cpus = sum(self.c.pool(d).workers * self.c.pool(d).cpus_per_worker for d in self.devices)
+            pools = [self.c.pool(d) for d in self.devices]
+            cpus = sum((os.cpu_count() or 1 if p.workers == AUTO else p.workers) * p.cpus_per_worker for p in pools)
             self.started_ray = connect(self.address, self.c.num_cpus or max(os.cpu_count() or 1, int(cpus + 0.999)))
 
     def _start_pools(self) -> None:
@@ -120,39 +132,99 @@ class Driver:
         self.judge = JudgeSettings(self.ref_name, self.oracle_name, c.run.timeout_s, c.run.repeats,
                                    c.run.retry_faults, c.compare.settings, c.compare.detection_adapter,
                                    c.compare.align, ledger, c.probes, c.compare.explain)
-        for device in self.devices:
-            settings = c.pool(device)
-            self._check_resources(settings)
-            self.pools[device] = start_pool(settings)
-            self.dispatch.add(self.pools[device])
+        settings = {device: c.pool(device) for device in self.devices}
+        for s in settings.values():
+            self._check_resources(s)
+        self.fleet = Fleet(settings, self.dispatch)
+        try:
+            self.fleet.start()
+        except TimeoutError as e:
+            raise CampaignError(str(e)) from None
+
+    def _absent(self, s: PoolSettings) -> str | None:
+        """Why the cluster cannot place one worker of this pool now, None when it can."""
+        have = ray.cluster_resources()
+        for key, amount in s.resources_needed().items():
+            if amount and have.get(key, 0) < amount:
+                return f"the Ray cluster has no {key!r} resource for its workers (has: {', '.join(sorted(have))})"
+        return None
+
+    def _without_absent_pools(self, work: list[SeedWork]) -> list[SeedWork]:
+        """With ``skip_unavailable``, a device kind the cluster has no node for is left out, its backends
+        with it (a cluster campaign names every kind; each cluster has some)."""
+        if not self.c.backends.skip_unavailable:
+            return work
+        absent = {d for d in self.devices if d not in (self.home, BUILD_DEVICE) and self._absent(self.c.pool(d))}
+        for d in sorted(absent):
+            names = [n for n, spec in self.specs.items() if spec.device == d]
+            log.warning("skipping pool %s and its backends %s: %s", d, ", ".join(names), self._absent(self.c.pool(d)))
+            for n in names:
+                del self.specs[n]
+        for w in work:
+            w.missing = {i: {n for n in m if n in self.specs} for i, m in w.missing.items()}
+            w.missing = {i: m for i, m in w.missing.items() if m}
+            w.indices = sorted(w.missing)
+        work = [w for w in work if w.missing]
+        self.progress.total = sum(len(m) for w in work for m in w.missing.values())
+        return work
 
     def _check_resources(self, s: PoolSettings) -> None:
-        have = ray.cluster_resources()
-        opts = s.actor_options()
-        need = {"CPU": opts["num_cpus"], "GPU": opts.get("num_gpus", 0), **opts.get("resources", {})}
-        for key, amount in need.items():
-            if amount and have.get(key, 0) < amount:
-                raise CampaignError(f"pool {s.device}: the Ray cluster has no {key!r} resource for its workers "
-                                    f"(has: {', '.join(sorted(have))})")
+        """A pool of fixed size needs its resource now; an ``auto`` one may wait for an autoscaler's node."""
+        why = self._absent(s)
+        if why and s.workers != AUTO:
+            raise CampaignError(f"pool {s.device}: {why}")
 
     def _loop(self, builds: deque) -> None:
         ready: deque[VariantWork] = deque()
         while builds or ready or self.dispatch:
+            self.fleet.poll()
             self._fill(builds, ready)
             if not self.dispatch:
-                break
-            for done in self.dispatch.wait():
-                if done.lost is not None:
-                    self._replace(done.actor)
+                self._wait_for_workers(builds, ready)
+                continue
+            for done in self.dispatch.wait(also=self.fleet.waiting()):
+                if done.actor_died:
+                    self.fleet.lose(done.actor)
+                if done.lost is not None and done.again and self._again(done, builds, ready):
+                    continue
                 if isinstance(done.job, SeedWork):
-                    self.seeds_done += 1
+                    self.seeds_done += not done.job.again
                     ready.extend(self._built(done))
                 else:
                     self._ran(done.job, done)
                     self._next_pool(done.job, ready)
             self.progress.context = f"seeds {self.seeds_done}/{self.seeds_total}  variants {self.variants_done}"
             self.progress.update()
-            self.stats.poll(self._actors())
+            self.stats.poll(self.fleet.actors())
+
+    def _wait_for_workers(self, builds: deque, ready: deque) -> None:
+        """Nothing in flight and work waiting: its pools have no worker now (their nodes are gone).
+        Wait for one to start, up to ``STRANDED_S``; then stop, resumable, with nothing lost."""
+        needed = {vw.devices[0] for vw in ready} | ({BUILD_DEVICE} if builds else set())
+        stranded = self.fleet.stranded(needed)
+        if stranded:
+            raise CampaignError(f"pool {stranded}: no worker for {STRANDED_S:.0f} s (are its nodes gone?); "
+                                f"the records so far are kept, resume once it has nodes again")
+        self.fleet.wait(timeout=1.0)
+
+    def _again(self, done: Done, builds: deque, ready: deque) -> bool:
+        """Queue a job lost with a worker again (see the module docstring); False once it was lost too often."""
+        job = done.job
+        key = job.seed_id if isinstance(job, SeedWork) else job.variant.variant_id
+        self.lost[key] += 1
+        if self.lost[key] > MAX_LOST:
+            return False
+        self.stats["lost"] += 1
+        if isinstance(job, SeedWork):
+            builds.appendleft(job)
+        elif done.actor_died:  # its payload and reference outputs are in the object store still
+            job.builder = None
+            ready.appendleft(job)
+        else:  # its inputs went with a node: built again from the recipe, for the backends it still owes
+            index = job.variant.index
+            owed = {n for n in job.missing if self.specs[n].device in job.devices}
+            builds.appendleft(SeedWork(job.build.seed_id, [index], {index: owed}, again=True))
+        return True
 
     def _fill(self, builds: deque, ready: deque) -> None:
         """Give every idle worker work: a ready variant's next pool, else (CPU) the next seed's build."""
@@ -161,7 +233,7 @@ class Driver:
             progress = False
             for vw in list(ready):
                 device = vw.devices[0]
-                actor = self.dispatch.idle(self.pools[device], vw.builder)
+                actor = self.dispatch.idle(self.fleet.pools[device], vw.builder)
                 if actor is not None and actor is not vw.builder and builds and device == BUILD_DEVICE and \
                         vw.builder in self.dispatch.load:
                     continue  # its builder runs it with no transfer; a free worker builds the next seed
@@ -169,7 +241,7 @@ class Driver:
                     ready.remove(vw)
                     self._submit_run(actor, vw)
                     progress = True
-            actor = self.dispatch.idle(self.pools[BUILD_DEVICE])
+            actor = self.dispatch.idle(self.fleet.pools[BUILD_DEVICE])
             waiting = any(vw.devices[0] == BUILD_DEVICE and vw.builder is actor for vw in ready)
             if builds and actor is not None and not waiting:
                 self._submit_build(actor, builds.popleft())
@@ -218,8 +290,9 @@ class Driver:
 
     def _ran(self, vw: VariantWork, done: Done) -> None:
         if done.lost is not None:  # the worker died (not a backend fault: the sandbox isolates those)
+            error = "WorkerLost" if done.again else type(done.lost).__name__
             outcomes = [RunOutcome(backend=n, stack=s.stack, device=s.device, status=Status.ERROR, stage=Stage.RUN,
-                                   error_type="WorkerLost", message=str(done.lost)[:2000])
+                                   error_type=error, message=str(done.lost)[:2000])
                         for n, s in self.specs.items() if s.device == vw.devices[0] and n in vw.missing]
         else:
             outcomes = done.value
@@ -238,25 +311,12 @@ class Driver:
         else:
             self.variants_done += 1
 
-    def _replace(self, actor) -> None:
-        """A fresh worker in place of one whose actor died."""
-        device = next(d for d, actors in self.pools.items() if actor in actors)
-        ray.kill(actor, no_restart=True)
-        fresh = start_pool(dataclasses.replace(self.c.pool(device), workers=1))[0]
-        self.pools[device] = [fresh if a is actor else a for a in self.pools[device]]
-        self.dispatch.replace(actor, fresh)
-
-    def _actors(self) -> list:
-        return [a for actors in self.pools.values() for a in actors]
-
     def _finish(self, wait_s: float) -> None:
         """Stop the workers, all at once. A worker still inside a run (after Ctrl-C or an error) would
         answer only when that run ends: it is killed after ``wait_s``, and its sandbox dies with it."""
-        actors = self._actors()
-        self.stats.finish(actors, timeout=wait_s)
-        calls = {a.shutdown.remote(): a for a in actors}
-        _, late = ray.wait(list(calls), num_returns=len(calls), timeout=wait_s) if calls else ([], [])
-        for ref in late:
-            ray.kill(calls[ref], no_restart=True)
+        if self.fleet is not None:
+            self.stats["pools"] = self.fleet.summary()
+            self.stats.finish(self.fleet.actors(), timeout=wait_s)
+            self.fleet.stop(wait_s)
         if self.started_ray:
             ray.shutdown()

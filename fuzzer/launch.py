@@ -13,9 +13,11 @@ import shlex
 import socket
 from pathlib import Path
 
+from analysis.folder import Folder, FolderError
 from seeds.spec import cache_dir
 
 from .campaign import Campaign, CampaignError, fill, first_difference, read_campaign_file
+from .campaign_schema import OPERATIONAL_KEYS
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -24,21 +26,30 @@ class LaunchError(ValueError):
     """A run that cannot start, for a reason named in one line."""
 
 
-def check_run_dir(run_dir: Path, campaign: Campaign, resume: bool) -> None:
-    stored = run_dir / "campaign.yaml"
-    if run_dir.exists() and not run_dir.is_dir():
+def check_run_dir(folder: Folder, campaign: Campaign, resume: bool) -> None:
+    run_dir, stored = folder.uri, f"{folder.uri}/campaign.yaml"
+    try:
+        exists, is_dir, has_campaign = folder.exists(), folder.is_dir(), folder.exists("campaign.yaml")
+    except FolderError as e:
+        raise LaunchError(str(e)) from None
+    if exists and not is_dir:
         raise LaunchError(f"{run_dir}: exists and is not a folder; give --out a folder")
-    if resume and not stored.exists():
+    if resume and not has_campaign:
         raise LaunchError(f"{run_dir}: holds no campaign to resume; start it without --resume")
-    if stored.exists() and not resume:
+    if has_campaign and not resume:
         raise LaunchError(f"{run_dir} already holds a campaign: add --resume to continue it, "
                           f"or --out DIR to write elsewhere")
-    if stored.exists():
-        # filled in again, so that keys added to gapfuzz since the run began take their defaults
-        key = first_difference(fill(read_campaign_file(stored), str(stored)), campaign.config)
+    if has_campaign:
+        # filled in again, so that keys added to gapfuzz since the run began take their defaults; how it
+        # runs (pools, cluster, flush size) may change, what it runs may not
+        given = read_campaign_file(Path(stored), stored, folder.read_bytes("campaign.yaml"))
+        key = first_difference(fill(given, stored), campaign.config, ignore=OPERATIONAL_KEYS)
         if key:
             raise CampaignError(f"{campaign.source}: {key} differs from the campaign in {stored}; "
                                 f"resume with that file or use --out DIR")
+    if folder.local_path is None:
+        return  # an object store says whether it may be written when it is
+    run_dir = folder.local_path
     parent = next((p for p in [run_dir, *run_dir.parents] if p.exists()), Path("."))
     if not os.access(parent, os.W_OK | os.X_OK):
         raise LaunchError(f"{run_dir}: cannot write there ({parent} is not writable)")

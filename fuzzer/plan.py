@@ -4,6 +4,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from analysis.catalog import Catalog
+from analysis.store import ResultsError
+from core.bugs import Status
 from seeds import list_seeds
 from seeds.registry import source_of
 from seeds.sizes import SizedId, choose
@@ -26,6 +29,8 @@ def select_seeds(c: Campaign) -> list[str]:
         if not ids:
             what = f"include {sel.include}" if sel.include else "the selection"
             raise CampaignError(f"{c.source}: seeds[{i}]: no {sel.source} seed matches {what}")
+        if sel.catalog is not None:
+            ids = _ran_in_catalog(c, i, sel, ids)
         if sel.sample is not None and sel.sample < len(ids):
             ids = sorted(random.Random(f"{c.seed}/{i}").sample(ids, sel.sample))
         if sel.limit is not None:
@@ -35,6 +40,25 @@ def select_seeds(c: Campaign) -> list[str]:
                                 f"selects no seed")
         chosen += [s for s in ids if s not in chosen]
     return chosen
+
+
+def _ran_in_catalog(c: Campaign, i: int, sel, ids: list[str]) -> list[str]:
+    """The selected seeds that built, captured and ran in the seed catalog at ``sel.catalog``."""
+    catalog = Catalog(sel.catalog)
+    try:
+        table = catalog.read()
+    except ResultsError as e:
+        raise CampaignError(f"{c.source}: seeds[{i}].catalog: {e}") from None
+    if not table.num_rows:
+        raise CampaignError(f"{c.source}: seeds[{i}].catalog: {sel.catalog} holds no seed catalog "
+                            f"(gapfuzz seeds scan --out {sel.catalog} writes one)")
+    ran = {s for s, status in zip(table.column("seed_id").to_pylist(), table.column("status").to_pylist())
+           if status == Status.OK}
+    kept = [s for s in ids if s in ran]
+    if not kept:
+        raise CampaignError(f"{c.source}: seeds[{i}]: none of the {len(ids)} {sel.source} seeds selected ran in the "
+                            f"catalog at {sel.catalog} (scanned there: {table.num_rows})")
+    return kept
 
 
 def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
@@ -59,6 +83,7 @@ class SeedWork:
     seed_id: str
     indices: list[int]
     missing: dict[int, set[str]] = field(default_factory=dict)  # variant index -> backends still to run
+    again: bool = False  # a variant built again, its first build's inputs lost with a node
 
 
 def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],

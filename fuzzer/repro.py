@@ -203,7 +203,10 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
         raise ReproError(f"{row['cluster']} is a difference explained without a defect ({row['explanation']}): "
                          f"not minimised")
     record = {k: (None if _missing(v) else v) for k, v in records.iloc[0].to_dict().items()}
-    out = Path(out_dir) if out_dir else Path(run_dir) / "repros" / row["cluster"]
+    if run.path is None:
+        raise ReproError(f"{run_dir}: gapfuzz repro minimises from a local run folder; copy it here first "
+                         f"(triage and report read it where it is)")
+    out = Path(out_dir) if out_dir else run.path / "repros" / row["cluster"]
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
                      allow_plugins=allow_plugins)
 

@@ -1,23 +1,23 @@
-"""A campaign session's own figures (builds, worker busy time, start-up, writing), kept in
-``runs/<name>/stats/session-<stamp>.json``: rewritten every minute and at the end, so that a
-campaign that is killed keeps them up to its last minute."""
+"""A campaign session's own figures (builds, worker busy time, start-up, writing, workers lost),
+kept in ``runs/<name>/stats/session-<stamp>.json``: rewritten every minute and at the end, so that
+a campaign that is killed keeps them up to its last minute."""
 from __future__ import annotations
 
 import datetime
 import json
-import os
 import time
-from pathlib import Path
 
 import ray
+
+from analysis.folder import Folder
 
 EVERY_S = 60.0
 
 
 class SessionStats:
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / "stats" / f"session-{time.strftime('%Y%m%dT%H%M%S')}.json"
-        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0,
+    def __init__(self, folder: Folder):
+        self.folder, self.name = folder, f"session-{time.strftime('%Y%m%dT%H%M%S')}.json"
+        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0, "lost": 0,
                            "started": datetime.datetime.now(datetime.timezone.utc).isoformat()}
         self.t0 = time.monotonic()
         self.workers: dict[str, dict] = {}
@@ -65,8 +65,5 @@ class SessionStats:
     def write(self) -> None:
         self.data["wall_s"] = time.monotonic() - self.t0
         self.data["workers"] = list(self.workers.values())
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)  # a reader never sees half a file
+        self.folder.write_bytes(json.dumps(self.data, indent=1, default=str).encode(), "stats", self.name)  # whole
         self.written = time.monotonic()

@@ -15,6 +15,7 @@ class SeedSelection:
     exclude: list[str]
     limit: int | None
     sample: int | None
+    catalog: str | None = None  # a seed-scan folder: only the seeds that built, captured and ran there
 
 
 @dataclass(frozen=True)

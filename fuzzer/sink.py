@@ -12,9 +12,9 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 from analysis.catalog import Catalog, CatalogRow
+from analysis.folder import Folder
 from analysis.schema import RunRecord
 from analysis.store import RecordStore
 from core.bugs import Status
@@ -26,8 +26,8 @@ MAX_AGE_S = 10.0
 
 
 class RecordSink:
-    def __init__(self, run_dir: Path, flush_every: int, progress: Progress, stats: SessionStats):
-        self.store, self.catalog = RecordStore(run_dir), Catalog(run_dir)
+    def __init__(self, folder: Folder, flush_every: int, progress: Progress, stats: SessionStats):
+        self.store, self.catalog = RecordStore(folder), Catalog(folder)
         self.flush_every, self.progress, self.stats = flush_every, progress, stats
         self.records_pending: list[RunRecord] = []
         self.rows_pending: list[CatalogRow] = []

@@ -29,7 +29,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis.schema import arrow_schema  # noqa: E402
 from core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
-from analysis.store import RecordStore, write_table_atomic  # noqa: E402
+from analysis.store import RecordStore  # noqa: E402
 
 BUDGET_S, BUDGET_GIB = 30.0, 4.0
 BACKENDS = ["eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu", "openvino-f32@cpu",
@@ -174,7 +174,7 @@ def generate(run_dir: Path, n: int, seed: int = 0) -> dict:
     store = RecordStore(run_dir)
     for b, name in enumerate(BACKENDS):
         part = table.filter(pa.array(bi == b))
-        write_table_atomic(part, store.records_dir / name / f"part-bench-{b:02d}.parquet")
+        store.folder.write_table(part, "records", name, f"part-bench-{b:02d}.parquet")
     (run_dir / "campaign.yaml").write_text("name: bench\nbackends: {reference: eager@cpu, oracle: eager-fp64@cpu}\n")
     return {"records": n, "expected_crash_clusters": len(expected)}
 

@@ -23,15 +23,24 @@ from .runner import run_variant
 from .sandbox import Fault, RemoteError, Sandbox
 
 
+AUTO = "auto"  # pool size: as many workers as the cluster's resources place, growing as nodes join
+
+
 @dataclass
 class PoolSettings:
     device: str = "cpu"
-    workers: int = 1
+    workers: int | str = 1  # or AUTO
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 1.0  # a fraction lets several workers share one large GPU
     memory_gb: float | None = None  # per-worker limit; past it the run ends as status oom
     threads: int = 1  # intra-op threads inside each worker's sandbox
     env: dict = field(default_factory=dict)
+
+    def resources_needed(self) -> dict[str, float]:
+        """What one worker takes from its node, by Ray resource name."""
+        opts = self.actor_options()
+        return {"CPU": opts["num_cpus"], **({"GPU": opts["num_gpus"]} if "num_gpus" in opts else {}),
+                **opts.get("resources", {})}
 
     def actor_options(self) -> dict:
         opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0}
@@ -53,13 +62,14 @@ class PoolWorker:
         self.sandbox = Sandbox(threads=threads, memory_limit_gb=memory_gb, env=env)
         self.sandbox.start()
         self.busy_s = 0.0
-        self.started = time.monotonic()
+        self.started = self.serving = time.monotonic()  # serving: since its sandbox answered (torch imported)
         self.built: set[str] = set()  # variants the current sandbox process built and keeps
         self.built_in = 0  # the sandbox start those belong to
         self.local_loads = 0
 
     def ready(self) -> str:
         self.sandbox.request(Executor.ping, timeout=120)
+        self.serving = time.monotonic()
         return self.name
 
     def run_variant(self, request: RunRequest, home_outputs=None):
@@ -100,7 +110,8 @@ class PoolWorker:
         return CallReply(self.name, value=reply)
 
     def stats(self) -> dict:
-        return {"worker": self.name, "busy_s": self.busy_s, "alive_s": time.monotonic() - self.started,
+        now = time.monotonic()
+        return {"worker": self.name, "busy_s": self.busy_s, "alive_s": now - self.started, "serving_s": now - self.serving,
                 "sandbox_starts": self.sandbox.starts, "local_loads": self.local_loads}
 
     def shutdown(self) -> None:
@@ -147,8 +158,9 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
 
 
 def start_pool(settings: PoolSettings) -> list:
-    """Actors for one device kind, started and warm (their sandboxes have imported torch)."""
+    """Actors for one device kind, started and warm (their sandboxes have imported torch); a fixed number
+    (a campaign's pools grow and shrink with the cluster: ``workers.fleet``)."""
     actors = [RemotePoolWorker.options(**settings.actor_options()).remote(
-        settings.device, i, settings.threads, settings.memory_gb, settings.env) for i in range(settings.workers)]
+        settings.device, i, settings.threads, settings.memory_gb, settings.env) for i in range(int(settings.workers))]
     ray.get([a.ready.remote() for a in actors])
     return actors
