@@ -22,7 +22,7 @@ variants: {per_seed: 2, mutations: 1, mutators: [insert_unary]}
 sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
 probes: {per_variant: 1}  # routing is the point here
 backends:
-  targets: [{class: "tests.fake_npu:HostNpu", device: npu}]
+  targets: [{class: "tests.fake_npu:HostDevice", device: npu}]
 pools: {cpu: {workers: 1}, npu: {workers: 1}}
 """
 
@@ -77,3 +77,57 @@ def test_runs_are_routed_by_resource(cluster, tmp_path, write_campaign):
     assert set(npu["worker"]) == {f"npu-0@{npu_node[:8]}"}
     cpu = df[df["device"] == "cpu"]
     assert cpu["worker"].str.startswith("cpu-0@").all()
+
+
+NODE_LOSS = """
+name: node-loss
+seeds: [{source: ops, include: ["ops/*/float32/0"], limit: 16}]
+variants: {per_seed: 8, mutations: 1, mutators: [insert_unary]}
+sizes: {per_seed: 0}
+probes: {per_variant: 2}
+backends:
+  targets: [{class: "tests.fake_npu:SlowHostDevice", device: npu}]
+pools: {cpu: {workers: 2}, npu: {workers: auto, cpus_per_worker: 0}}
+run: {flush_every: 10, repeats: 0}
+"""
+
+
+def test_a_lost_node_costs_no_run_and_a_late_node_gets_work(tmp_path, write_campaign):
+    """Stop (SIGKILL) one of two npu nodes while it runs, then add a third: the campaign finishes with every
+    (variant, backend) pair recorded once, and the late node's worker ran some of them."""
+    import sys
+    import time
+
+    from scripts.loopback_cluster import LoopbackCluster
+
+    cluster = LoopbackCluster({"PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        cluster.start(head_cpus=2)
+        first = cluster.add("npu-a", {"npu": 1})
+        cluster.add("npu-b", {"npu": 1})
+        first_id = cluster.node_id(first)
+        run_dir = tmp_path / "run"
+        proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(write_campaign(NODE_LOSS)), "--out",
+                                 str(run_dir), "--address", cluster.address, "--quiet"], env=cluster.env, cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:  # until the first node has run something
+            files = list((run_dir / "records").glob("slow-host@npu/*.parquet"))
+            if files and (pd.concat(pd.read_parquet(f, columns=["worker"]) for f in files)["worker"]
+                          .str.endswith(first_id[:8]).any()):
+                break
+            time.sleep(0.2)
+        assert cluster.stop(first) > 0
+        late = cluster.add("npu-c", {"npu": 1})
+        late_id = cluster.node_id(late)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+    finally:
+        cluster.shutdown()
+    df = pd.read_parquet(run_dir / "records")
+    assert not df.duplicated(["variant_id", "backend", "probe"]).any()
+    assert (df["error_type"] != "WorkerLost").all()
+    assert df.groupby("variant_id")["backend"].nunique().eq(3).all() and df["variant_id"].nunique() >= 100
+    npu = df[df["device"] == "npu"]
+    assert npu["worker"].str.endswith(late_id[:8]).any(), npu["worker"].value_counts()
+    assert npu.groupby(["variant_id", "probe"]).size().eq(1).all()
