@@ -111,3 +111,16 @@ def test_resume_accepts_keys_added_since_and_names_a_changed_one(tmp_path, write
     proc = gapfuzz("run", changed, "--out", run, "--resume", cwd=tmp_path)
     assert proc.returncode == 2 and "variants.per_seed differs from the campaign in" in proc.stderr
     assert sorted(p.name for p in run.iterdir()) == ["campaign.yaml"]
+
+
+def test_a_selection_can_keep_only_the_seeds_that_ran_in_a_catalog(tmp_path):
+    from analysis.catalog import Catalog, CatalogRow
+
+    Catalog(tmp_path / "scan").write([CatalogRow(seed_id="timm/test_resnet", source="timm"),
+                                      CatalogRow(seed_id="timm/test_vit", source="timm", status="error", stage="capture")])
+    sel = {"source": "timm", "include": ["test_resnet", "test_vit", "test_convnext"], "catalog": str(tmp_path / "scan")}
+    assert select_seeds(from_dict({**BASE, "seeds": [sel]})) == ["timm/test_resnet"]
+    with pytest.raises(CampaignError, match=r"seeds\[0\].catalog: .*empty holds no seed catalog"):
+        select_seeds(from_dict({**BASE, "seeds": [{**sel, "catalog": str(tmp_path / "empty")}]}))
+    with pytest.raises(CampaignError, match="none of the 1 timm seeds selected ran in the catalog"):
+        select_seeds(from_dict({**BASE, "seeds": [{**sel, "include": ["test_vit"]}]}))

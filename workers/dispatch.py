@@ -11,7 +11,7 @@ with the number of calls in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 import ray
 
@@ -77,27 +77,3 @@ class Dispatcher:
             except ray.exceptions.RayError as e:  # Ray itself failed this call (an argument it could not read):
                 out.append(Done(job, actor, lost=e, again=False))  # recorded, not run again
         return out
-
-
-def map_calls(actors: list, jobs: Iterable, call: Callable, on_result: Callable, on_tick: Callable | None = None,
-              max_inflight: int = MAX_INFLIGHT) -> None:
-    """``call(actor, args)`` (a Ray ObjectRef) for each ``(key, args)`` of ``jobs``, keeping every actor
-    busy; ``on_result(done)`` gets each finished call, ``done.job`` being its key."""
-    jobs = iter(jobs)
-    d = Dispatcher(max_inflight)
-    d.add(actors)
-    exhausted = False
-    while True:
-        while not exhausted and (actor := d.idle(actors)) is not None:
-            try:
-                key, args = next(jobs)
-            except StopIteration:
-                exhausted = True
-                break
-            d.submit(call(actor, args), actor, key)
-        if not d:
-            return
-        for done in d.wait():
-            on_result(done)
-        if on_tick:
-            on_tick()
