@@ -27,7 +27,7 @@ from analysis.folder import Folder
 from core.bugs import Stage, Status, bug_key_list
 from workers.align import AlignLedger
 from workers.dispatch import Dispatcher, Done
-from workers.fleet import STRANDED_S, Fleet
+from workers.fleet import STRANDED_S, Fleet, unplaceable
 from workers.messages import CallReply, JudgeSettings, RunRequest
 from workers.outcome import RunOutcome
 from workers.pool import AUTO, PoolSettings, connect
@@ -141,23 +141,15 @@ class Driver:
         except TimeoutError as e:
             raise CampaignError(str(e)) from None
 
-    def _absent(self, s: PoolSettings) -> str | None:
-        """Why the cluster cannot place one worker of this pool now, None when it can."""
-        have = ray.cluster_resources()
-        for key, amount in s.resources_needed().items():
-            if amount and have.get(key, 0) < amount:
-                return f"the Ray cluster has no {key!r} resource for its workers (has: {', '.join(sorted(have))})"
-        return None
-
     def _without_absent_pools(self, work: list[SeedWork]) -> list[SeedWork]:
         """With ``skip_unavailable``, a device kind the cluster has no node for is left out, its backends
         with it (a cluster campaign names every kind; each cluster has some)."""
         if not self.c.backends.skip_unavailable:
             return work
-        absent = {d for d in self.devices if d not in (self.home, BUILD_DEVICE) and self._absent(self.c.pool(d))}
+        absent = {d for d in self.devices if d not in (self.home, BUILD_DEVICE) and unplaceable(self.c.pool(d))}
         for d in sorted(absent):
             names = [n for n, spec in self.specs.items() if spec.device == d]
-            log.warning("skipping pool %s and its backends %s: %s", d, ", ".join(names), self._absent(self.c.pool(d)))
+            log.warning("skipping pool %s and its backends %s: %s", d, ", ".join(names), unplaceable(self.c.pool(d)))
             for n in names:
                 del self.specs[n]
         for w in work:
@@ -170,7 +162,7 @@ class Driver:
 
     def _check_resources(self, s: PoolSettings) -> None:
         """A pool of fixed size needs its resource now; an ``auto`` one may wait for an autoscaler's node."""
-        why = self._absent(s)
+        why = unplaceable(s)
         if why and s.workers != AUTO:
             raise CampaignError(f"pool {s.device}: {why}")
 

@@ -79,8 +79,8 @@ def _start(path: Path, run_dir: Path, *more: str) -> subprocess.Popen:
 def _written(run_dir: Path) -> int:
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in run_dir.glob("records/*/*.parquet")
-               if f.parent.name != ".tmp")  # files being written are not there yet
+    # files being written have hidden .tmp names until they are whole
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in run_dir.glob("records/*/*.parquet"))
 
 
 def _stop_after(proc: subprocess.Popen, run_dir: Path, records: int, sig: int) -> str:

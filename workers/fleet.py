@@ -23,6 +23,15 @@ START_GRACE_S = 60.0  # once every pool has a worker, how long the start waits f
 STRANDED_S = 600.0  # a pool with work and no worker this long: the campaign stops (resumable)
 
 
+def unplaceable(s: PoolSettings) -> str | None:
+    """Why the cluster has nowhere for one worker of this pool (its resource on no node), None if it has."""
+    have = ray.cluster_resources()
+    for key, amount in s.resources_needed().items():
+        if amount and have.get(key, 0) < amount:
+            return f"the Ray cluster has no {key!r} resource for its workers (has: {', '.join(sorted(have))})"
+    return None
+
+
 @dataclass
 class Starting:
     device: str

@@ -2,7 +2,8 @@
 
 A worker asks Ray for its device's resource (``num_gpus`` for cuda, a custom resource
 named after the device otherwise), so on a heterogeneous cluster each run lands on a
-machine that has the device.
+machine that has the device. How many workers a pool has, as nodes come and go, is the
+``workers.fleet``'s.
 """
 from __future__ import annotations
 
@@ -155,12 +156,3 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR)
     return True
-
-
-def start_pool(settings: PoolSettings) -> list:
-    """Actors for one device kind, started and warm (their sandboxes have imported torch); a fixed number
-    (a campaign's pools grow and shrink with the cluster: ``workers.fleet``)."""
-    actors = [RemotePoolWorker.options(**settings.actor_options()).remote(
-        settings.device, i, settings.threads, settings.memory_gb, settings.env) for i in range(int(settings.workers))]
-    ray.get([a.ready.remote() for a in actors])
-    return actors
