@@ -123,7 +123,7 @@ class Driver:
         """Join the campaign's Ray cluster, or start an embedded one sized for the pools."""
         if not ray.is_initialized():
             pools = [self.c.pool(d) for d in self.devices]
-            cpus = sum((os.cpu_count() or 1 if p.workers == AUTO else p.workers) * p.cpus_per_worker for p in pools)
+            cpus = sum(((os.cpu_count() or 1) if p.workers == AUTO else p.workers) * p.cpus_per_worker for p in pools)
             self.started_ray = connect(self.address, self.c.num_cpus or max(os.cpu_count() or 1, int(cpus + 0.999)))
 
     def _start_pools(self) -> None:

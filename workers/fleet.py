@@ -19,6 +19,7 @@ from .dispatch import Dispatcher
 from .pool import AUTO, PoolSettings, RemotePoolWorker
 
 GROW_EVERY_S = 5.0  # how often an auto pool looks for room on the cluster
+GROW_AT_ONCE = 64  # workers an auto pool starts at one look (those the free resources hold)
 START_GRACE_S = 60.0  # once every pool has a worker, how long the start waits for the rest
 STRANDED_S = 600.0  # a pool with work and no worker this long: the campaign stops (resumable)
 
@@ -82,8 +83,8 @@ class Fleet:
         return min((int(free.get(k, 0) // v) for k, v in need.items() if v), default=0)
 
     def poll(self) -> None:
-        """Take the workers that have become ready; now and then, start one more for an auto pool that
-        has room (or none at all: it waits for a node)."""
+        """Take the workers that have become ready; now and then, start as many more for an auto pool as
+        the cluster's free resources hold (or one when it has none at all: it waits for a node)."""
         if self.starting:
             self._take(list(self.starting), timeout=0)
         now = time.monotonic()
@@ -97,8 +98,9 @@ class Fleet:
         self.grown = now
         for device, s in self.settings.items():
             pending = any(st.device == device for st in self.starting.values())
-            if s.workers == AUTO and not pending and (not self.pools[device] or self._room(s) > 0):
-                self._launch(device)
+            if s.workers == AUTO and not pending:
+                for _ in range(min(GROW_AT_ONCE, max(self._room(s), 0 if self.pools[device] else 1))):
+                    self._launch(device)
 
     def _take(self, refs: list, timeout: float) -> None:
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
