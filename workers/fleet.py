@@ -54,7 +54,7 @@ class Fleet:
     # ------------------------------------------------------------------ start and grow
     def start(self, timeout_s: float = 600.0) -> None:
         """The first workers of every pool (device pools first: their nodes' CPUs are theirs), waited for."""
-        for device in sorted(self.settings, key=lambda d: d == "cpu"):
+        for device in self._device_pools_first():
             s = self.settings[device]
             for _ in range(s.workers if s.workers != AUTO else max(1, self._room(s))):
                 self._launch(device)
@@ -68,6 +68,11 @@ class Fleet:
         if empty:
             raise TimeoutError(f"pool {empty[0]}: no worker became ready in {timeout_s:.0f} s (is a node with its "
                                f"resource up?)")
+
+    def _device_pools_first(self) -> list[str]:
+        """Accelerator pools place their workers before the CPU pool: a joining GPU node's CPUs go to
+        the worker that drives its GPU, not to CPU work that any node could do."""
+        return sorted(self.settings, key=lambda d: d == "cpu")
 
     def _launch(self, device: str) -> None:
         s = self.settings[device]
@@ -96,8 +101,11 @@ class Fleet:
         if now - self.grown < GROW_EVERY_S:
             return
         self.grown = now
-        for device, s in self.settings.items():
+        for device in self._device_pools_first():
+            s = self.settings[device]
             pending = any(st.device == device for st in self.starting.values())
+            if device == "cpu" and any(st.device != "cpu" for st in self.starting.values()):
+                break  # the free CPUs are counted again once the accelerator workers are placed
             if s.workers == AUTO and not pending:
                 for _ in range(min(GROW_AT_ONCE, max(self._room(s), 0 if self.pools[device] else 1))):
                     self._launch(device)
