@@ -104,8 +104,9 @@ class Fleet:
         for device in self._device_pools_first():
             s = self.settings[device]
             pending = any(st.device == device for st in self.starting.values())
-            if device == "cpu" and any(st.device != "cpu" for st in self.starting.values()):
-                break  # the free CPUs are counted again once the accelerator workers are placed
+            if device == "cpu" and any(st.device != "cpu" and now - st.since < 2 * GROW_EVERY_S
+                                       for st in self.starting.values()):
+                break  # accelerator workers just started may be taking CPUs: counted at the next look
             if s.workers == AUTO and not pending:
                 for _ in range(min(GROW_AT_ONCE, max(self._room(s), 0 if self.pools[device] else 1))):
                     self._launch(device)
