@@ -11,18 +11,37 @@ from .table import format_table, markdown_table
 STAGES = ["built", "within cap", "captured", "ran"]
 
 
-def coverage(df: pd.DataFrame, listed: dict[str, int] | None = None) -> pd.DataFrame:
-    """Per source: listed, scanned, built, within the cap, captured, ran, and the rates that matter."""
+def _sources(df: pd.DataFrame) -> pd.Series:
+    return df["source"].where(df["source"] != "", df["seed_id"].str.split("/").str[0])
+
+
+def coverage(df: pd.DataFrame, listed: dict[str, int] | None = None, by: str = "source") -> pd.DataFrame:
+    """Per source (or family): listed, scanned, built, within the cap, captured, ran, and the rates that
+    matter."""
     rows = []
-    for source, g in df.groupby(df["source"].where(df["source"] != "", df["seed_id"].str.split("/").str[0])):
+    keys = _sources(df) if by == "source" else df[by].replace("", "-")
+    for key, g in df.groupby(keys):
         built = g[~((g["status"] != Status.SKIPPED) & (g["stage"] == Stage.BUILD))]
         within = built[built["status"] != Status.SKIPPED]
         captured = within[within["stage"] != Stage.CAPTURE]
         ran = g[g["status"] == Status.OK]
-        rows.append({"source": source, "listed": (listed or {}).get(source), "scanned": len(g),
+        rows.append({by: key, **({"listed": (listed or {}).get(key)} if by == "source" else {}), "scanned": len(g),
                      "built": len(built), "within cap": len(within), "captured": len(captured), "ran": len(ran),
+                     "captured / within cap": len(captured) / len(within) if len(within) else float("nan"),
                      "ran / within cap": len(ran) / len(within) if len(within) else float("nan")})
     return pd.DataFrame(rows)
+
+
+def family_coverage(df: pd.DataFrame, most: int = 12, min_seeds: int = 3) -> dict[str, pd.DataFrame]:
+    """Per model source: the families (of at least ``min_seeds`` seeds) that run least, worst first."""
+    out = {}
+    for source, g in df.groupby(_sources(df)):
+        if source == "ops":
+            continue
+        fam = coverage(g, by="family")
+        fam = fam[fam["scanned"] >= min_seeds].sort_values(["ran / within cap", "scanned"], ascending=[True, False])
+        out[source] = fam.head(most).reset_index(drop=True)
+    return out
 
 
 def top_failures(df: pd.DataFrame, n: int = 8) -> pd.DataFrame:
@@ -43,6 +62,11 @@ def render_scan_summary(df: pd.DataFrame) -> str:
     return format_table(["source", "scanned", "built", "within cap", "captured", "ran", "ran/within cap"], rows)
 
 
+def _families(df: pd.DataFrame) -> dict[str, int]:
+    models = df[_sources(df) != "ops"]
+    return models.groupby(_sources(models))["family"].nunique().to_dict()
+
+
 def render_seed_doc(df: pd.DataFrame, listed: dict[str, int], header: str) -> str:
     """docs/seeds.md: coverage per source and the top failure causes, from a catalog."""
     cov = coverage(df, listed)
@@ -53,7 +77,12 @@ def render_seed_doc(df: pd.DataFrame, listed: dict[str, int], header: str) -> st
              "`built`: the constructor ran; `within cap`: at most the parameter cap; `captured`: "
              "`torch.export` succeeded; `ran`: the captured graph ran on eager. The rate that matters "
              "is `ran / within cap`.", "", markdown_table(cov, percent=lambda c: c.endswith('cap')), "",
-             "## Time per seed (built, captured and ran)", "",
+             "## Coverage by family", "",
+             f"Per model source, the families of three or more seeds that run least (worst first; "
+             f"{', '.join(f'{n} {s} families' for s, n in _families(df).items())} scanned in all).", ""]
+    for source, fam in family_coverage(df).items():
+        parts += [f"### {source}", "", markdown_table(fam, percent=lambda c: c.endswith("cap")), ""]
+    parts += ["## Time per seed (built, captured and ran)", "",
              markdown_table(slow.groupby("source")["total_s"].describe(percentiles=[0.5, 0.9])[
                  ["count", "mean", "50%", "90%", "max"]].round(2).reset_index()), "",
              "## Top failure causes", "",

@@ -1,6 +1,8 @@
 """``gapfuzz seeds scan``: build, capture and run seeds on Ray in parallel, into a catalog.
 
-Resumable: seeds already in the catalog are skipped. A seed whose scan kills its sandbox
+Resumable: seeds already in the catalog are skipped, and the rest are scanned in a shuffled order,
+so that a scan stopped part-way (a catalog of thousands takes hours) is a fair sample of its
+sources and families. A seed whose scan kills its sandbox
 (segfault, hang, memory) is a row with that status; the scan goes on. On a cluster the scan's
 workers are a pool like a campaign's (``workers.fleet``): with no ``--workers`` it grows with
 the cluster's CPU nodes, and a seed lost with its node is scanned again elsewhere.
@@ -47,7 +49,10 @@ def scan(ids: list[str], out_dir, workers: int = 0, timeout_s: float = 600, max_
          memory_gb: float | None = None, flush_every: int = 20, address: str | None = None,
          progress: bool = True) -> Catalog:
     catalog = Catalog(out_dir)
-    todo = deque(i for i in ids if i not in catalog.done())
+    done = catalog.done()
+    todo = [i for i in ids if i not in done]
+    random.Random(len(ids)).shuffle(todo)  # a scan stopped part-way is a random sample, not the first letters
+    todo = deque(todo)
     bar = Progress(len(todo), unit="seeds", enabled=progress)
     bar.context = f"{len(ids) - len(todo)} already in the catalog" if len(todo) < len(ids) else ""
     if not todo:
