@@ -70,7 +70,8 @@ class Dispatcher:
                 self.load[actor] -= 1
             try:
                 out.append(Done(job, actor, ray.get(ref)))
-            except ray.exceptions.RayActorError as e:
+            except (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError) as e:
+                # OutOfMemoryError: Ray's memory monitor killed the worker (the node ran low, not the sandbox)
                 out.append(Done(job, actor, lost=e, actor_died=True))
             except ray.exceptions.ObjectLostError as e:  # an input lived on (or was owned by) a node that is gone
                 out.append(Done(job, actor, lost=e))
