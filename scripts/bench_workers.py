@@ -92,6 +92,9 @@ def main() -> int:
         print(f"{r['workers']} worker(s) busy {b:.1f} s: backend prepare+run {r['backend_s'] / b:.1%}, "
               f"building variants {r['build_s'] / b:.1%}, other (transport, load, compare) {r['other_s'] / b:.1%}; "
               f"{r['local']} of {r['variants']} variants ran on the worker that built them (no transfer)")
+    worst = max(r["other_s"] / r["busy_s"] for r in rows)
+    print(f"pipeline overhead (worker time outside backend prepare, runs and variant building): at most "
+          f"{worst:.1%}  [goal <= 5%: {'met' if worst <= 0.05 else 'NOT met'}]")
     return 0
 
 
