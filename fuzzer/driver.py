@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from analysis.folder import Folder
 from core.bugs import Stage, Status, bug_key_list
@@ -45,6 +46,7 @@ from .sink import RecordSink
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
 MAX_LOST = 3  # times one build or variant may be lost with a node before it is recorded as lost
+BACKLOG_PER_WORKER = 4  # built variants waiting for a pool, per worker, before builds pause for the slowest pool
 
 
 @dataclass
@@ -128,7 +130,10 @@ class Driver:
 
     def _start_pools(self) -> None:
         c = self.c
-        ledger = ray.remote(num_cpus=0)(AlignLedger).remote() if c.compare.align_scope == "seed" else None
+        ledger = None
+        if c.compare.align_scope == "seed":  # on the driver's node: it lives as long as the campaign does
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            ledger = ray.remote(num_cpus=0)(AlignLedger).options(scheduling_strategy=here).remote()
         self.judge = JudgeSettings(self.ref_name, self.oracle_name, c.run.timeout_s, c.run.repeats,
                                    c.run.retry_faults, c.compare.settings, c.compare.detection_adapter,
                                    c.compare.align, ledger, c.probes, c.compare.explain)
@@ -213,13 +218,15 @@ class Driver:
             job.builder = None
             ready.appendleft(job)
         else:  # its inputs went with a node: built again from the recipe, for the backends it still owes
+            self.stats["rebuilt"] += 1
             index = job.variant.index
             owed = {n for n in job.missing if self.specs[n].device in job.devices}
             builds.appendleft(SeedWork(job.build.seed_id, [index], {index: owed}, again=True))
         return True
 
     def _fill(self, builds: deque, ready: deque) -> None:
-        """Give every idle worker work: a ready variant's next pool, else (CPU) the next seed's build."""
+        """Give every idle worker work: a ready variant's next pool, else (CPU) the next seed's build, unless
+        built variants already wait for a slower pool (their payloads would pile up in the object store)."""
         progress = True
         while progress:
             progress = False
@@ -235,7 +242,8 @@ class Driver:
                     progress = True
             actor = self.dispatch.idle(self.fleet.pools[BUILD_DEVICE])
             waiting = any(vw.devices[0] == BUILD_DEVICE and vw.builder is actor for vw in ready)
-            if builds and actor is not None and not waiting:
+            backlog = len(ready) >= BACKLOG_PER_WORKER * max(1, len(self.fleet.actors()))
+            if builds and actor is not None and not waiting and not backlog:
                 self._submit_build(actor, builds.popleft())
                 progress = True
 

@@ -17,7 +17,7 @@ EVERY_S = 60.0
 class SessionStats:
     def __init__(self, folder: Folder):
         self.folder, self.name = folder, f"session-{time.strftime('%Y%m%dT%H%M%S')}.json"
-        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0, "lost": 0,
+        self.data: dict = {"builds": [], "workers": [], "write_s": 0.0, "lost": 0, "rebuilt": 0,
                            "started": datetime.datetime.now(datetime.timezone.utc).isoformat()}
         self.t0 = time.monotonic()
         self.workers: dict[str, dict] = {}

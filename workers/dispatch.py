@@ -71,8 +71,10 @@ class Dispatcher:
             try:
                 out.append(Done(job, actor, ray.get(ref)))
             except (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError) as e:
-                # OutOfMemoryError: Ray's memory monitor killed the worker (the node ran low, not the sandbox)
-                out.append(Done(job, actor, lost=e, actor_died=True))
+                # OutOfMemoryError: Ray's memory monitor killed the worker (the node ran low, not the sandbox);
+                # a RayTaskError is raised inside the worker, which lives (another actor it called died)
+                died = not isinstance(e, ray.exceptions.RayTaskError)
+                out.append(Done(job, actor, lost=e, actor_died=died))
             except ray.exceptions.ObjectLostError as e:  # an input lived on (or was owned by) a node that is gone
                 out.append(Done(job, actor, lost=e))
             except ray.exceptions.RayError as e:  # Ray itself failed this call (an argument it could not read):
