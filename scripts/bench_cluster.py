@@ -3,9 +3,10 @@
 
     python scripts/bench_cluster.py [--runs 100000] [--out DIR] [--no-kills]
 
-The cluster (``scripts/loopback_cluster.py``): a head with the CPU pool (builds and CPU runs), two
-nodes advertising ``npu`` and one ``xpu``; a second ``xpu`` node joins in the middle and the first
-``npu`` node is stopped (SIGKILL of its raylet and all under it) before that. The campaign: single
+The cluster (``scripts/loopback_cluster.py``): a head and a CPU node with the CPU pool (builds and
+CPU runs), two nodes advertising ``npu`` and one ``xpu``; a second ``xpu`` node joins in the middle,
+and the first ``npu`` node and the CPU node are stopped (SIGKILL of their raylets and all under
+them) before that: variants the CPU node built lose their inputs and are built again. The campaign: single
 operator seeds (float32), eager reference, float64 oracle and an eager copy on the CPU, and the
 test-only host stack (eager on the host CPU) on ``npu`` and ``xpu``: the backends cost an eager
 call, so what is measured is the driver, the transport, the workers' bookkeeping and the writing.
@@ -54,7 +55,7 @@ backends:
   oracle: eager-fp64@cpu
   targets: [{{backend: eager@cpu, label: eager-copy}}, {{class: "{HOST}", device: npu}}, {{class: "{HOST}", device: xpu}}]
 pools:
-  cpu: {{workers: 2}}
+  cpu: {{workers: auto}}
   npu: {{workers: auto, cpus_per_worker: 0}}
   xpu: {{workers: auto, cpus_per_worker: 0}}
 run: {{repeats: 0}}
@@ -131,10 +132,9 @@ def main_campaign(cluster: LoopbackCluster, out: Path, runs: int, faults: bool) 
     sampler.start()
     events = {}
     if faults:
-        npu_a = cluster.nodes[1]
         if wait_for(lambda: count() >= 0.35 * runs, proc):
-            events["npu node stopped at records"] = count()
-            events["processes killed"] = cluster.stop(npu_a)
+            events["npu and cpu nodes stopped at records"] = count()
+            events["processes killed"] = sum(cluster.stop(n) for n in cluster.nodes if n.name in ("npu-a", "cpu-b"))
         if wait_for(lambda: count() >= 0.5 * runs, proc):
             events["xpu node joined at records"] = count()
             cluster.add("xpu-late", {"xpu": 1})
@@ -164,7 +164,8 @@ def main_campaign(cluster: LoopbackCluster, out: Path, runs: int, faults: bool) 
             "workers_mb": [first["workers_mb"], at(s, n / 2)["workers_mb"], last["workers_mb"]],
             "worker_procs": [first["workers"], at(s, n / 2)["workers"], last["workers"]],
             "busy_share": busy / serving if serving else 0.0,
-            "machine_busy": (last["machine_cpu_s"] - first["machine_cpu_s"]) / (os.cpu_count() * max(1e-9, last["t"] - first["t"])), "pools": stats.get("pools"), "requeued": stats.get("lost", 0),
+            "machine_busy": (last["machine_cpu_s"] - first["machine_cpu_s"]) / (os.cpu_count() * max(1e-9, last["t"] - first["t"])),
+            "pools": stats.get("pools"), "requeued": stats.get("lost", 0), "rebuilt": stats.get("rebuilt", 0),
             "duplicates": dup, "worker_lost_records": lost, "npu_nodes_used": int(npu_nodes),
             "xpu_nodes_used": int(xpu_nodes), "events": events, "run_dir": str(run_dir), "campaign": str(path)}
 
@@ -247,7 +248,8 @@ def report(m: dict, r: dict | None, k: dict | None) -> None:
     print(f"workers kept busy: {m['busy_share']:.0%} of their time from ready to shut down (busy = inside a build or "
           f"a variant's runs); the machine's cores were {m['machine_busy']:.0%} busy while records were written")
     if m["events"]:
-        print(f"faults: {m['events']}; jobs run again after a lost worker: {m['requeued']}; npu nodes that ran: "
+        print(f"faults: {m['events']}; jobs run again after a lost worker: {m['requeued']} ({m['rebuilt']} of them "
+              f"variants built again, their inputs gone with the node); npu nodes that ran: "
               f"{m['npu_nodes_used']}, xpu nodes that ran: {m['xpu_nodes_used']} (the late one included when 2)")
     print(f"lost or duplicated: {m['duplicates']} duplicate (variant, backend, probe) rows, "
           f"{m['worker_lost_records']} WorkerLost records")
@@ -273,6 +275,7 @@ def main() -> int:
     cluster = LoopbackCluster({"PYTHONPATH": str(ROOT)})  # its workers import gapfuzz and the test stack
     try:
         cluster.start(head_cpus=2)
+        cluster.add("cpu-b", {}, cpus=1)
         cluster.add("npu-a", {"npu": 1})
         cluster.add("npu-b", {"npu": 1})
         cluster.add("xpu-a", {"xpu": 1})
