@@ -18,7 +18,7 @@ from core.strict_yaml import YamlError, load
 from . import clusters as _clusters
 from . import portability as _port
 from .catalog import Catalog
-from .folder import Folder, FolderError
+from .folder import Folder
 from .impact import catalog_models
 from .known import KnownIssues
 from .merge import minimised
@@ -40,12 +40,8 @@ class Run:
     catalog (``gapfuzz seeds scan``) to rate each cluster's impact against, else the run's own."""
 
     def __init__(self, path: str | Path, known: str | Path | None = None, catalog: str | Path | None = None):
-        try:
-            self.folder = Folder(path)  # a local folder, or one on any filesystem pyarrow reads (s3://...)
-            found = self.folder.is_dir()
-        except FolderError as e:
-            raise ResultsError(str(e)) from None
-        if not found:
+        self.folder = Folder(path)  # a local folder, or one on any filesystem pyarrow reads (s3://...)
+        if not self.folder.is_dir():
             raise ResultsError(f"{path}: no such run folder")
         self.path = self.folder.local_path  # None on an object store: no reproducers there
         self.store = RecordStore(self.folder)

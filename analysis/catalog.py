@@ -69,13 +69,7 @@ class Catalog:
         return self.folder.write_table(table, "catalog", "rows", f"part-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet")
 
     def files(self) -> list[str]:
-        from .folder import FolderError
-        from .store import ResultsError
-
-        try:
-            return self.folder.files("catalog", "rows")
-        except FolderError as e:
-            raise ResultsError(str(e)) from None
+        return self.folder.files("catalog", "rows")  # a FolderError is a ResultsError
 
     def read(self) -> pa.Table:
         """One row per seed (the first written, should an older campaign have written one twice)."""

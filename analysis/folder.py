@@ -18,7 +18,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 
-class FolderError(ValueError):
+class ResultsError(RuntimeError):
+    """A run folder that cannot be read (bad input: one clear line)."""
+
+
+class FolderError(ResultsError):
     """A run-folder location that cannot be used (one line, naming it)."""
 
 

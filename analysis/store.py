@@ -20,12 +20,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .folder import Folder, FolderError
+from .folder import Folder, ResultsError
 from .schema import READABLE_VERSIONS, RunRecord, arrow_schema
-
-
-class ResultsError(RuntimeError):
-    """A run folder that cannot be read (bad input: one clear line)."""
 
 
 def _safe(name: str) -> str:
@@ -56,10 +52,7 @@ class RecordStore:
         return paths
 
     def files(self) -> list[str]:
-        try:
-            return self.folder.files("records")
-        except FolderError as e:
-            raise ResultsError(str(e)) from None
+        return self.folder.files("records")  # a FolderError is a ResultsError
 
     def dataset(self) -> ds.Dataset | None:
         files = self.files()

@@ -227,6 +227,7 @@ class Driver:
     def _fill(self, builds: deque, ready: deque) -> None:
         """Give every idle worker work: a ready variant's next pool, else (CPU) the next seed's build, unless
         built variants already wait for a slower pool (their payloads would pile up in the object store)."""
+        backlog_limit = BACKLOG_PER_WORKER * max(1, len(self.fleet.actors()))
         progress = True
         while progress:
             progress = False
@@ -242,8 +243,7 @@ class Driver:
                     progress = True
             actor = self.dispatch.idle(self.fleet.pools[BUILD_DEVICE])
             waiting = any(vw.devices[0] == BUILD_DEVICE and vw.builder is actor for vw in ready)
-            backlog = len(ready) >= BACKLOG_PER_WORKER * max(1, len(self.fleet.actors()))
-            if builds and actor is not None and not waiting and not backlog:
+            if builds and actor is not None and not waiting and len(ready) < backlog_limit:
                 self._submit_build(actor, builds.popleft())
                 progress = True
 

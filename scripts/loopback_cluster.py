@@ -43,8 +43,8 @@ def children() -> dict[int, list[int]]:
     return out
 
 
-def descendants(pid: int) -> list[int]:
-    tree, out, todo = children(), [], [pid]
+def descendants(pid: int, tree: dict[int, list[int]] | None = None) -> list[int]:
+    tree, out, todo = tree or children(), [], [pid]
     while todo:
         p = todo.pop()
         out.append(p)
@@ -140,10 +140,10 @@ class LoopbackCluster:
 
     def worker_pids(self) -> list[int]:
         """The gapfuzz workers of this cluster: pool actors and their sandboxes, on every node."""
-        out = []
+        out, tree = [], children()
         for node in self.nodes:
             pid = self.raylet(node)
-            for p in descendants(pid) if pid else []:
+            for p in descendants(pid, tree) if pid else []:
                 c = cmdline(p)
                 if "PoolWorker" in c or "workers.executor" in c:
                     out.append(p)

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-import socket
 import subprocess
-import tempfile
 
 import pandas as pd
 import pytest
+
+from scripts.loopback_cluster import LoopbackCluster
 
 from .conftest import gapfuzz
 
@@ -27,40 +25,21 @@ pools: {cpu: {workers: 1}, npu: {workers: 1}}
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def cluster():
     """``ray start --head`` with CPUs only, and a second node that advertises one ``npu``."""
-    temp = tempfile.mkdtemp(prefix="gfray", dir="/tmp")  # short: Ray's socket paths are length-limited
-    port = _free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    c = LoopbackCluster()
     try:
-        subprocess.run(["ray", "start", "--head", f"--port={port}", "--num-cpus=2", f"--temp-dir={temp}",
-                        "--include-dashboard=false", *common], env=env, check=True, capture_output=True)
-        subprocess.run(["ray", "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"npu": 1}',
-                        *common], env=env, check=True, capture_output=True)
-        yield f"127.0.0.1:{port}", env
+        c.start(head_cpus=2)
+        npu = c.add("npu", {"npu": 1}, cpus=1)
+        yield c, npu
     finally:
-        subprocess.run(["pkill", "-9", "-f", temp], check=False)
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def _node_with(address: str, env: dict, resource: str) -> str:
-    code = ("import ray, logging; ray.init(address=%r, logging_level=logging.ERROR); "
-            "print([n['NodeID'] for n in ray.nodes() if n['Alive'] and %r in n['Resources']][0])") % (address, resource)
-    out = subprocess.run(["python", "-c", code], env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
+        c.shutdown()
 
 
 def test_runs_are_routed_by_resource(cluster, tmp_path, write_campaign):
-    address, env = cluster
-    npu_node = _node_with(address, env, "npu")
+    c, npu_node_of = cluster
+    address, env, npu_node = c.address, c.env, c.node_id(npu_node_of)
     saved = dict(os.environ)
     os.environ.update(env)
     try:
@@ -97,8 +76,6 @@ def test_a_lost_node_costs_no_run_and_a_late_node_gets_work(tmp_path, write_camp
     (variant, backend) pair recorded once, and the late node's worker ran some of them."""
     import sys
     import time
-
-    from scripts.loopback_cluster import LoopbackCluster
 
     cluster = LoopbackCluster({"PYTHONPATH": os.pathsep.join(sys.path)})
     try:
