@@ -94,6 +94,14 @@ class Symptom(StrEnum):
     VALUE = "value"
     NUMERIC = "numeric"
     TASK = "task"  # tier 3: the task-level answer differs (top-1, argmax token, detections)
+    GRAD = "grad"  # training: the forward outputs agree and a gradient does not (workers.training)
+
+
+class Mode(StrEnum):
+    """How a variant is run: forward only, or forward, a loss and backward (``workers.training``)."""
+
+    INFERENCE = "inference"
+    TRAINING = "training"
 
 
 class Kind(StrEnum):

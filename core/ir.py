@@ -216,6 +216,7 @@ class Variant:
     inputs: tuple
     output_names: tuple = ()
     _graph_json: str | None = field(default=None, repr=False)
+    mode: str = "inference"  # core.bugs.Mode: "training" runs forward, a loss and backward (workers.training)
 
     # -- structure
     @property
@@ -256,6 +257,7 @@ class Variant:
             "tensors": {k: {**tensor_to_wire(t), "param": k in params} for k, t in sorted(self.tensors().items())},
             "inputs": [tensor_to_wire(t) for t in self.inputs],
             "output_names": list(self.output_names),
+            **({"mode": str(self.mode)} if self.mode != "inference" else {}),
         }
 
     @classmethod
@@ -265,7 +267,9 @@ class Variant:
             raise IRError(f"payload version {payload.get('version')} is not {PAYLOAD_VERSION}")
         tensors = {name: (tensor_from_wire(w, copy), bool(w.get("param"))) for name, w in payload["tensors"].items()}
         inputs = tuple(tensor_from_wire(w, copy) for w in payload["inputs"])
-        return cls.from_parts(payload["graph"], tensors, inputs, payload["output_names"])
+        v = cls.from_parts(payload["graph"], tensors, inputs, payload["output_names"])
+        v.mode = payload.get("mode", "inference")
+        return v
 
     @classmethod
     def from_parts(cls, graph_json: str, tensors: dict, inputs: tuple, output_names) -> Variant:
@@ -281,7 +285,7 @@ class Variant:
 
     def with_graph(self, gm: fx.GraphModule, inputs: tuple | None = None) -> Variant:
         """A new variant over ``gm`` (a pass's result); tensors not copied."""
-        return Variant(gm, self.inputs if inputs is None else inputs, self.output_names)
+        return Variant(gm, self.inputs if inputs is None else inputs, self.output_names, mode=self.mode)
 
 
 def flatten_outputs(out) -> list:

@@ -65,6 +65,7 @@ class Backend:
     packages: tuple = ()  # other Python packages it needs
     input_device: str | None = None  # where inputs go when not on the device (host-array runtimes: "cpu")
     prepare_stage = Stage.COMPILE  # the stage of a prepare() failure outside any ``stage(...)`` block
+    trains = False  # its prepared callable is differentiable by torch autograd: training runs (workers.training)
     capture_nodes = False  # runs op by op: tier 2 reads every node's value in one run
     # True only for stacks that never write the graph, weights or inputs they are given (eager): they
     # share one deserialised variant; every other stack gets its own copy.
@@ -137,6 +138,7 @@ def adapt(cls: type) -> type[Backend]:
         input_device = getattr(cls, "input_device", None)
         prepare_stage = Stage(getattr(cls, "prepare_stage", Stage.COMPILE))
         capture_nodes = bool(getattr(cls, "capture_nodes", False))
+        trains = bool(getattr(cls, "trains", False))
         leaves_variant_intact = bool(getattr(cls, "leaves_variant_intact", False))
         compile_error_modules = tuple(getattr(cls, "compile_error_modules", ()))
         plugin = cls

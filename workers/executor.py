@@ -17,7 +17,7 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-from core.bugs import Stage
+from core.bugs import Mode, Stage
 from core.failures import describe, status_of_error
 
 from . import pipe
@@ -26,6 +26,7 @@ from .messages import Execution, PayloadReply
 from .outcome import RunOutcome
 from .probes import Probe, ProbeSettings, choose, probed, roles, run_probes
 from .sandbox import RAISED, REPLY, rss_bytes
+from .training import Trainer
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
 KEEP_BYTES = 1 << 30  # built payloads kept for local loads
@@ -163,10 +164,14 @@ class Executor:
             device = backend.input_device or device
             inputs = tuple(t.to(device) for t in variant.inputs)
             calls = [tuple(clone_exact(t) for t in inputs) for _ in range(repeats + 1)]
-            with torch.no_grad():
+            training = variant.mode == Mode.TRAINING
+            if training and not backend.trains:
+                raise NotImplementedError(f"{spec.stack} does not train (its prepared callable is not differentiable)")
+            with torch.enable_grad() if training else torch.no_grad():
                 t0 = started = time.perf_counter()
                 try:
-                    fn = backend.prepare(variant.gm, inputs, spec.device)
+                    fn = Trainer(variant.gm, device).prepare(backend, inputs, spec.device) if training else \
+                        backend.prepare(variant.gm, inputs, spec.device)
                 except Exception as e:
                     stage = stage_of(e, stage)
                     raise
@@ -206,18 +211,24 @@ class Executor:
             self._release(device)
         return Execution(result, outputs, probe_runs)
 
-    def align(self, variant_id: str, spec, settings, reference_device: str = "cpu", probe: Probe = Probe()) -> dict:
-        """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification."""
+    def align(self, variant_id: str, spec, settings, reference_device: str = "cpu", probe: Probe = Probe(),
+              wrong_grads: tuple = ()) -> dict:
+        """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification;
+        for a training run whose gradients ``wrong_grads`` alone diverge, the node whose backward does."""
         from core.ir import Variant
 
         from .align import Aligner
+        from .grad_align import GradAligner
 
         self._settle()
         variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
         backend = spec.create()
-        aligner = Aligner(variant, spec.create, spec.device, backend.input_device or spec.device, settings,
-                          reference_device)
+        input_device = backend.input_device or spec.device
         try:
+            if wrong_grads:
+                return GradAligner(variant, spec.create, spec.device, input_device, settings, list(wrong_grads),
+                                   reference_device).locate()
+            aligner = Aligner(variant, spec.create, spec.device, input_device, settings, reference_device)
             return aligner.locate(backend.capture_nodes)
         finally:
             self._release(spec.device)

@@ -53,6 +53,7 @@ class Eager(Backend):
     name = "eager"
     devices = DEVICES
     capture_nodes = True  # runs op by op: tier 2 reads every node's value in one run
+    trains = True
     leaves_variant_intact = True  # a functional graph run as written (or copied to the device)
     prepare_fn = staticmethod(prepare_eager)
 
@@ -67,6 +68,7 @@ class EagerFp64(Backend):
 
     name = "eager-fp64"
     devices = ("cpu", "cuda")
+    trains = True  # gradients in float64, rounded to each leaf's dtype on the way back
     leaves_variant_intact = True  # widens copies of the weights, never the weights
     prepare_fn = staticmethod(prepare_eager_fp64)
     known_options = Eager.known_options

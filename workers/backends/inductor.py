@@ -23,6 +23,7 @@ class Inductor(Backend):
 
     name = "inductor"
     devices = ("cpu", "cuda", "xpu")
+    trains = True  # AOTAutograd's joint graph, partitioned, forward and backward compiled
     compile_error_modules = ("torch._dynamo", "torch._inductor")  # compiles lazily, on the first call
     prepare_fn = staticmethod(prepare_inductor)
 
@@ -36,3 +37,27 @@ def inductor_config_keys() -> list[str]:
     import torch._inductor.config as config
 
     return sorted(config.get_config_copy())
+
+
+def prepare_aot_eager(gm, example_inputs, device, options):
+    """AOTAutograd without code generation (``torch.compile(backend="aot_eager")``): Dynamo, the
+    functionalised joint graph and its partition, run by eager kernels. ``dynamic`` as for Inductor."""
+    options = dict(options)
+    return torch.compile(to_device(gm, device), backend="aot_eager", dynamic=bool(options.pop("dynamic", False)),
+                         fullgraph=False), {}
+
+
+@register_backend
+class AotEager(Backend):
+    """The first step of Inductor's path, alone: a finding it shows is AOTAutograd's or a
+    decomposition's, not code generation's. Option: ``dynamic: true``."""
+
+    name = "aot-eager"
+    devices = ("cpu", "cuda", "xpu")
+    trains = True
+    compile_error_modules = ("torch._dynamo", "torch._functorch")
+    prepare_fn = staticmethod(prepare_aot_eager)
+
+    @classmethod
+    def known_options(cls):
+        return ["dynamic"]
