@@ -48,15 +48,18 @@ class Location:
     node: str | None = None
     op: str | None = None
     amplified: bool = False
+    grad_ops: tuple = ()  # training: the backward operators of the located node
 
     @classmethod
     def of(cls, variant_id: str, figures: dict) -> Location:
         return cls(variant_id, figures.get("first_div_node"), figures.get("first_div_op"),
-                   bool(figures.get("amplified")))
+                   bool(figures.get("amplified")), tuple(figures.get("grad_ops") or ()))
 
     def inherit(self, figures: dict) -> None:
         """A run of the same case takes this location, and says so (``align_error``)."""
         if self.op:
+            if self.grad_ops:
+                figures["grad_ops"] = list(self.grad_ops)
             figures.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
                            align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
         else:

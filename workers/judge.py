@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.bugs import DIVERGENT, Stage, Status, Verdict
+from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
 
 from .compare import Settings, attribute, compare
 from .messages import JudgeSettings, RunRequest
 from .outcome import RunOutcome
 from .task import canonicalize, task_agreement
+from .training import forward_count
 
 
 def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings, kind: str, names: list,
@@ -21,6 +22,9 @@ def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings,
     the record's comparison columns (a reproducer judges with this very function)."""
     v = attribute(out, ref, oracle, settings)
     figures = v.columns()
+    k = forward_count(names)
+    if v.closeness.symptom is not None and k < len(names) and compare(out[:k], ref[:k], settings).passed:
+        figures["symptom"] = Symptom.GRAD  # training: the forward and the loss agree, a gradient does not
     figures.update(task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
     return figures
 

@@ -67,6 +67,7 @@ class RunRequest:
     settings: JudgeSettings
     output_kind: str = "tensor"  # the seed's, for tier 3
     output_names: list = field(default_factory=list)
+    mode: str = "inference"  # core.bugs.Mode of the variant
 
 
 @dataclass

@@ -67,6 +67,7 @@ class BackendSpec:
     label: str = ""  # the stack part of the record's backend name; defaults to the stack
     cls_path: str | None = None  # module:Class for a stack loaded from a path
     timeout_s: float | None = None  # this backend's limit per run; None: the campaign's
+    modes: tuple = ("inference",)  # core.bugs.Mode values: the runs it gets (training only if it trains)
 
     @property
     def name(self) -> str:
@@ -84,6 +85,11 @@ class BackendSpec:
 
     def unavailable_reason(self) -> str | None:
         return self.backend_cls().unavailable_reason(self.device)
+
+    def runs_in(self, mode: str) -> bool:
+        """Whether a variant of ``mode`` gets a run of this backend: a stack that cannot train gets no
+        training run (no record, no failure)."""
+        return mode in self.modes and (mode == "inference" or self.backend_cls().trains)
 
 
 def parse_backend(name: str, options: dict | None = None, label: str | None = None,

@@ -13,12 +13,13 @@ import platform
 import socket
 import time
 
-from core.bugs import FAILED, Stage, Status, Verdict, bug_key
+from core.bugs import FAILED, Mode, Stage, Status, Symptom, Verdict, bug_key
 import torch
 
 from core.ir import tensor_from_wire, tensor_to_wire
 
 from .align import Location, align_case
+from .compare import compare
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
@@ -27,6 +28,7 @@ from .outcome import RunOutcome
 from .probes import EXAMPLE, Probe, ProbeRun
 from .registry import BackendSpec
 from .sandbox import Fault, RemoteError, Sandbox
+from .training import GRAD
 
 
 def _versions() -> dict:
@@ -100,13 +102,13 @@ class VariantJob:
             self.loaded = False
         return reply
 
-    def align(self, spec: BackendSpec, probe: Probe) -> dict:
+    def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = ()) -> dict:
         """Tier 2 in the sandbox, on the probe's inputs; a fault or error there leaves the run located
         nowhere, not lost."""
         self._load()
         try:
             reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare, self._reference_device(spec),
-                                    probe, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
+                                    probe, wrong_grads, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
         except RemoteError as e:
             return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
         if isinstance(reply, Fault):
@@ -236,7 +238,8 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
         for o in outcomes:
             if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference:
                 judge(o, job.outputs[(o.backend, probe.name)])
-                if s.explain and o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
+                if s.explain and request.mode == Mode.INFERENCE and \
+                        o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
                     job.explain(o, specs[o.backend], probe, known[(s.reference, probe.name)], request.output_kind)
                 symptom_located = (o.backend, o.figures.get("symptom"))
                 if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
@@ -244,7 +247,10 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                         _share_location(o, located[symptom_located])
                     else:
                         case = align_case(request.seed_id, bug_key(o.key_fields()))
-                        _locate(job, specs[o.backend], o, case, s.ledger, probe)
+                        wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], known[(s.reference, probe.name)],
+                                                request.output_names, s.compare) \
+                            if o.figures.get("symptom") == Symptom.GRAD else ()
+                        _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
                         located[symptom_located] = o
                     if o.figures.get("amplified"):
                         o.figures["verdict"] = Verdict.AMPLIFIED
@@ -261,7 +267,7 @@ def _share_location(o: RunOutcome, first: RunOutcome) -> None:
     same symptom takes that location (a NaN probe's divergence has a tier 2 of its own: its cause
     is seldom the example's)."""
     if first.figures.get("first_div_op"):
-        for k in ("first_div_node", "first_div_op", "amplified"):
+        for k in ("first_div_node", "first_div_op", "amplified", "grad_ops"):
             if k in first.figures:
                 o.figures[k] = first.figures[k]
         o.figures["align_error"] = f"not run: located on probe {first.probe}"
@@ -269,14 +275,21 @@ def _share_location(o: RunOutcome, first: RunOutcome) -> None:
         o.figures["align_error"] = f"not run: left to probe {first.probe} of this variant and backend"
 
 
-def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger, probe: Probe) -> None:
+def wrong_gradients(out: list, ref: list, names: list, settings) -> tuple:
+    """The names of a training run's gradient outputs that differ from the reference's."""
+    return tuple(names[i] for i in range(min(len(out), len(ref), len(names)))
+                 if str(names[i]).startswith(GRAD) and not compare([out[i]], [ref[i]], settings).passed)
+
+
+def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger, probe: Probe,
+            wrong_grads: tuple = ()) -> None:
     """Tier 2 for one target-divergent run, unless the ledger says its case is located elsewhere."""
     known = _ask(ledger.claim, case, job.vid) if ledger is not None else None
     if known:
         known.inherit(o.figures)
         return
     t1 = time.perf_counter()
-    o.figures.update(job.align(spec, probe), align_s=time.perf_counter() - t1)
+    o.figures.update(job.align(spec, probe, wrong_grads), align_s=time.perf_counter() - t1)
     if ledger is not None:
         _ask(ledger.settle, case, Location.of(job.vid, o.figures))
 
