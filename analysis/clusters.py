@@ -22,7 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Status,
+from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Mode,
+                       Status,
                        Symptom, Verdict, bug_keys, error_band)
 
 from .causes import derive
@@ -31,18 +32,20 @@ from .merge import merge
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
-            Symptom.NUMERIC: 2, Status.UNSUPPORTED: 1, Status.INVALID: 0}
+            Symptom.NUMERIC: 2, Symptom.GRAD: 3, Status.UNSUPPORTED: 1, Status.INVALID: 0}
 LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong answer", 2: str(Symptom.NUMERIC),
          1: str(Status.UNSUPPORTED), 0: str(Status.INVALID)}
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
-        "mutations", "probe", "align_error", "explanation", "backend_options"]
+        "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
-           "seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations", "unmutated", "inherited",
+           "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
+           "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
            "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "merged", "known"]
-LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations", "merged")
+LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
+                "merged")
 
 
 def _col(df: pd.DataFrame, name: str, default=None) -> pd.Series:
@@ -88,8 +91,9 @@ def _lists(cid: pd.Series, values: pd.Series) -> pd.Series:
     return pd.Series([list(x) for x in np.split(v, starts[1:])] if len(c) else [], index=c[starts], dtype=object)
 
 
-def _mutations(df: pd.DataFrame, cid: pd.Series) -> tuple[pd.Series, pd.Series]:
-    muts = list_array(_col(df, "mutations").loc[cid.index])
+def _mutations(df: pd.DataFrame, cid: pd.Series, column: str = "mutations") -> tuple[pd.Series, pd.Series]:
+    """Per cluster: the distinct items of a list column (most frequent first), and how many runs have none."""
+    muts = list_array(_col(df, column).loc[cid.index])
     flat, parent = pc.list_flatten(muts), pc.list_parent_indices(muts)
     cids = cid.to_numpy()
     listed = _lists(pd.Series(cids[parent.to_numpy()]), pd.Series(flat.to_numpy(zero_copy_only=False)))
@@ -133,6 +137,8 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["inherited"] = pd.Series(inherited.to_numpy()).groupby(cid.to_numpy()).sum()
     out["backends"] = _lists(cid, rows["backend"])
     out["probes"] = _lists(cid, _col(rows, "probe").fillna(EXAMPLE_PROBE))  # the input sets it showed on
+    out["modes"] = _lists(cid, _col(rows, "mode").fillna(str(Mode.INFERENCE)))
+    out["grad_ops"] = _mutations(df, cid, "grad_ops")[0]
     out["mutations"], out["unmutated"] = _mutations(df, cid)
     out["representative"], out["rep_nodes"] = rep["v"], rep["n"].replace(np.inf, np.nan)
     first = order.groupby("c", sort=False).head(1).index

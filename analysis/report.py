@@ -160,7 +160,7 @@ def _clusters(run: Run) -> tuple[str, str]:
         "runs": c["count"], "seeds": c["seeds"],
         "impact": c["impact"].map(lambda v: "" if v != v else int(v)), "known": c["known"].fillna(""),
         "what": [describe(r) for r in c.itertuples()], "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
-        "families": c["families"].map(lambda v: ", ".join(v[:5])),
+        "modes": c["modes"].map(", ".join), "families": c["families"].map(lambda v: ", ".join(v[:5])),
         "mutations": c["mutations"].map(lambda v: ", ".join(v[:5])), "representative": c["representative"],
     }).head(MAX_CLUSTERS) if len(c) else c
     return _figure("largest clusters (top 20)", draw, not c.empty), _table(rows, "no failures or divergences")

@@ -14,8 +14,9 @@ import pyarrow as pa
 
 from core.bugs import Status
 
-SCHEMA_VERSION = 3  # 3: explanation columns; 2: one row per (variant, backend, probe); 1: the example only
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4  # 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
+# probe); 1: the example only
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 @dataclass
@@ -27,6 +28,7 @@ class RunRecord:
     backend: str
     probe: str | None = None  # which input set (workers.probes.Probe.name); None: the example, in version 1
     probe_recipe: str | None = None  # JSON that replays it: {"kind", ..., "seed"}
+    mode: str | None = None  # inference, or training (forward, loss and backward); None before version 4
     seed_source: str = ""
     family: str = ""
     task: str = ""
@@ -76,6 +78,7 @@ class RunRecord:
     align_prepares: int | None = None  # backend prepares (compiles) tier 2 spent on this run
     align_error: str | None = None  # why tier 2 could not locate the divergence
     align_s: float | None = None  # seconds tier 2 took (its prepares and node-by-node runs)
+    grad_ops: list[str] = field(default_factory=list)  # training: the backward operators of the located node
     explanation: str | None = None  # core.bugs.Explanation: the hypothesis that eager reproduces it (workers.explain)
     explain_ratio: float | None = None  # the target's error over eager's under that hypothesis
     task_metric: str | None = None

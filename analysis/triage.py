@@ -56,8 +56,13 @@ def describe(row) -> str:
         on = f" at {_items(ops)}" if ops is not None and len(ops) else ""
         return f"explained: {explanation}{on} ({_items(getattr(row, 'output_dtypes', None) or [row.output_dtype])})"
     where = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
+    grad_ops = getattr(row, "grad_ops", None)
+    if row.symptom == "grad" and grad_ops is not None and len(grad_ops):
+        where += f" (backward: {_items(grad_ops)})"
     band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
-    return f"{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
+    modes = getattr(row, "modes", None)
+    mode = "training: " if modes is not None and list(modes) == ["training"] else ""
+    return f"{mode}{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
 
 
 def _where(row) -> str:

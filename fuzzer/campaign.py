@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from core.bugs import Mode
 from core.registry import did_you_mean
 from core.strict_yaml import YamlError, load, non_finite
 from workers.compare import DEFAULT_TOLERANCES, Settings
@@ -109,6 +110,8 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
             raise BackendError("a backend entry needs 'backend: stack@device' or 'class: module:Class'")
     except BackendError as e:
         raise CampaignError(f"{source}: {where}: {e}") from None
+    if isinstance(entry, dict) and "mode" in entry:
+        spec.modes = tuple(_as_list(entry["mode"]))
     problem = spec.backend_cls().check_options(spec.options)
     if problem:
         raise CampaignError(f"{source}: {where}.options: {problem}")
@@ -143,6 +146,11 @@ class Campaign:
     @property
     def oracle(self) -> BackendSpec | None:
         return self.backends.oracle
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes some target runs in, inference first (the reference runs in each)."""
+        return self.backends.reference.modes
 
     def pool(self, device: str) -> PoolSettings:
         """The pool of one device kind, defaults filled in (one worker per core for the CPU)."""
@@ -202,6 +210,7 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
     for key in ("mutators", "exclude_mutators"):
         config["variants"][key] = _as_list(config["variants"][key])
     config["probes"]["kinds"] = _as_list(config["probes"]["kinds"])
+    config["mode"] = _as_list(config["mode"])
     for pattern in config["probes"]["kinds"]:
         if not fnmatch.filter(KINDS, pattern):
             raise CampaignError(f"{source}: probes.kinds: no probe kind matches {pattern!r}"
@@ -227,11 +236,19 @@ def _resolve(config: dict, source: str) -> Campaign:
             raise CampaignError(f"{source}: seeds[{i}].source: unknown seed source '{s['source']}'"
                                 f"{did_you_mean(s['source'], known)}")
     b, v, r, cmp_cfg = config["backends"], config["variants"], config["run"], config["compare"]
+    targets = [backend_spec(t, source, f"backends.targets[{i}]") for i, t in enumerate(b["targets"])]
+    for t, entry in zip(targets, b["targets"]):
+        if not (isinstance(entry, dict) and "mode" in entry):
+            t.modes = tuple(config["mode"])
+    modes = tuple(m for m in Mode if any(m in t.modes for t in targets))
     backends = BackendSet(
         reference=backend_spec(b["reference"], source, "backends.reference"),
         oracle=None if b["oracle"] is None else backend_spec(b["oracle"], source, "backends.oracle"),
-        targets=[backend_spec(t, source, f"backends.targets[{i}]") for i, t in enumerate(b["targets"])],
-        skip_unavailable=b["skip_unavailable"])
+        targets=targets, skip_unavailable=b["skip_unavailable"])
+    for spec in (backends.reference, backends.oracle):
+        if spec is not None:
+            spec.modes = modes
+    _check_training(backends, modes, source)
     _check_backends(backends, source)
     try:
         mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
@@ -255,6 +272,19 @@ def _resolve(config: dict, source: str) -> Campaign:
         sizes=SizeSettings(config["sizes"]["per_seed"], config["sizes"]["variants"],
                            tuple(sorted(set(config["sizes"]["values"])))),
         address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
+
+
+def _check_training(b: BackendSet, modes: tuple, source: str) -> None:
+    """Training runs need a reference (and oracle) that train, and at least one target that does."""
+    if Mode.TRAINING not in modes:
+        return
+    for where, spec in (("reference", b.reference), ("oracle", b.oracle)):
+        if spec is not None and not spec.backend_cls().trains:
+            raise CampaignError(f"{source}: backends.{where}: {spec.name} cannot train, and a target runs in "
+                                f"training mode (stacks that train: gapfuzz backends)")
+    if not any(t.runs_in(Mode.TRAINING) for t in b.targets):
+        raise CampaignError(f"{source}: mode: training is asked for, but no target stack trains "
+                            f"({', '.join(t.name for t in b.targets)}; stacks that train: gapfuzz backends)")
 
 
 def _check_backends(b: BackendSet, source: str) -> None:

@@ -11,12 +11,15 @@ _GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
 _POS_INT = {"type": "integer", "minimum": 1}
 _NONNEG_NUM = {"type": "number", "minimum": 0}
 
+_MODES = {"oneOf": [{"enum": ["inference", "training"]},
+                   {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": ["inference", "training"]}}]}
+
 _BACKEND = {"oneOf": [
     {"type": "string"},
     {"type": "object", "additionalProperties": False,
      "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
                     "label": {"type": "string", "pattern": NAME_PATTERN}, "options": {"type": "object"},
-                    "timeout_s": {"type": "number", "exclusiveMinimum": 0}}},
+                    "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "mode": _MODES}},
 ]}
 
 _SELECTION = {
@@ -45,6 +48,7 @@ SCHEMA = {
         "name": {"type": "string", "pattern": NAME_PATTERN},
         "description": {"type": "string"},
         "seed": {"type": "integer", "minimum": 0},
+        "mode": _MODES,
         "output": {"type": "string"},
         "seeds": {"type": "array", "minItems": 1, "items": _SELECTION},
         "capture": {"type": "object", "additionalProperties": False, "properties": {
@@ -101,6 +105,7 @@ DEFAULTS = {
     "name": "campaign",
     "description": "",
     "seed": 0,
+    "mode": "inference",
     "output": "runs",
     "capture": {"max_params": 100_000_000, "timeout_s": 600, "cache": True},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],

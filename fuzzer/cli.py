@@ -167,8 +167,9 @@ def cmd_backends(args) -> int:
         stack, device = name.split("@")
         cls = backend_class(stack)
         why = cls.unavailable_reason(device)
-        rows.append([name, "yes" if why is None else "no", cls.version() if why is None else "", why or ""])
-    print(format_table(["backend", "available", "version", "why not"], rows))
+        rows.append([name, "yes" if why is None else "no", "yes" if cls.trains else "no",
+                     cls.version() if why is None else "", why or ""])
+    print(format_table(["backend", "available", "trains", "version", "why not"], rows))
     return 0
 
 

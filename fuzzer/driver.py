@@ -104,7 +104,8 @@ class Driver:
         seed_ids = with_sizes(self.c, select_seeds(self.c) if seed_ids is None else seed_ids)
         work = plan(self.c, seed_ids, self.sink.store.done_keys(), list(self.specs))
         self.progress.total = sum(len(m) for w in work for m in w.missing.values())
-        self.seeds_total, self.seeds_done = len(seed_ids), len(seed_ids) - len(work)
+        self.seeds_total = len(seed_ids) * len(self.c.modes)  # a seed is built once per mode
+        self.seeds_done = self.seeds_total - len(work)
         if not work:
             return
         t0 = time.monotonic()
@@ -221,7 +222,7 @@ class Driver:
             self.stats["rebuilt"] += 1
             index = job.variant.index
             owed = {n for n in job.missing if self.specs[n].device in job.devices}
-            builds.appendleft(SeedWork(job.build.seed_id, [index], {index: owed}, again=True))
+            builds.appendleft(SeedWork(job.build.seed_id, [index], {index: owed}, again=True, mode=job.variant.mode))
         return True
 
     def _fill(self, builds: deque, ready: deque) -> None:
@@ -251,7 +252,7 @@ class Driver:
         v = self.c.variants
         request = BuildRequest(work.seed_id, work.indices, v, self.c.seed, self.c.capture.max_params,
                                None if v.guidance == "uniform" else self.feedback.snapshot(v.guidance),
-                               self.c.capture.cache)
+                               self.c.capture.cache, work.mode)
         ref = actor.call.remote(build_seed_variants, request, timeout=self.c.capture.timeout_s, keep_payloads=True)
         self.dispatch.submit(ref, actor, work)
 
@@ -261,7 +262,7 @@ class Driver:
         specs = [s for n, s in self.specs.items() if s.device == device and (n in vw.missing or n in home_runs)]
         seed = vw.build.seed
         request = RunRequest(vw.variant.variant_id, vw.build.seed_id, vw.payload, specs, self.judge,
-                             seed.output_kind if seed else "tensor", vw.variant.output_names)
+                             seed.output_kind if seed else "tensor", vw.variant.output_names, vw.variant.mode)
         outcomes, home = actor.run_variant.options(num_returns=2).remote(request, vw.home)
         if device == self.home:
             vw.home = home
@@ -274,7 +275,8 @@ class Driver:
         build = SeedBuild.from_reply(work.seed_id, reply, done.lost)
         self.sink.catalog_row(catalog_row(build))
         if not build.ok:
-            rec = seed_failure_record(self.c.name, build, self.ref_name, self.home, seed_failure_id(work.seed_id))
+            rec = seed_failure_record(self.c.name, build, self.ref_name, self.home, seed_failure_id(work.seed_id, work.mode),
+                                      work.mode)
             self.sink.records([rec])
             self.progress.total -= sum(len(m) for m in work.missing.values()) - 1
             return []

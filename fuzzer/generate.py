@@ -6,13 +6,14 @@ variant its recipe, graph facts and payload, or the stage and reason the seed fa
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections import Counter
 
 import torch
 
-from core.bugs import Stage, Status, Verdict
+from core.bugs import Mode, Stage, Status, Verdict
 from core.failures import describe
 from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from seeds import create_seed
@@ -22,6 +23,7 @@ from seeds.sizes import SizeError
 from seeds.spec import SeedInfo
 from workers.backends.eager import prepare_eager_fp64
 from workers.compare import Settings, attribute, compare
+from workers.training import training_output_names
 
 from .guidance import Chooser
 from .messages import BuildRequest, BuiltVariant, Guidance, SeedBuild
@@ -146,7 +148,12 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     except Exception as e:  # noqa: BLE001 - the captured graph does not run on the reference
         return _failure(seed_id, Stage.RUN, e, info)
     seed_outputs = base_eval.outputs
-    generator = Generator(base_eval, request.variants, request.campaign_seed, request.guidance)
+    training = request.mode == Mode.TRAINING
+    settings = request.variants
+    if training:  # mutators whose graphs leave backward nothing to test are left out
+        settings = dataclasses.replace(settings, mutators=[m for m in settings.mutators
+                                                           if get_mutator(m).differentiable])
+    generator = Generator(base_eval, settings, request.campaign_seed, request.guidance)
     oracle: list = []
 
     def seed_oracle() -> list:
@@ -162,17 +169,22 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     for index in request.indices:
         t1 = time.perf_counter()
         recipe, ev = generator.variant(seed_id, index)
+        recipe.mode = request.mode
         v = ev.variant
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
         meta_err = meta_ok = None
         if preserving and recipe.mutations:
             meta_err, meta_ok = metamorphic(ev.outputs, seed_outputs, seed_oracle)
-        vid = variant_id(seed_id, index)
-        build.payloads[vid] = _payload(v, seed_outputs if preserving and recipe.mutations else None)
+        vid = variant_id(seed_id, index, request.mode)
+        names = list(v.output_names)
+        if training:  # the seed's outputs are the forward's alone: no metamorphic oracle for a training run
+            v = dataclasses.replace(v, mode=Mode.TRAINING)
+            names = list(training_output_names(v.gm, v.inputs, v.output_names))
+        build.payloads[vid] = _payload(v, seed_outputs if preserving and recipe.mutations and not training else None)
         build.variants.append(BuiltVariant(
             index=index, variant_id=vid, recipe=recipe, semantics_preserving=preserving, graph_hash=v.graph_hash,
-            node_count=v.node_count, ops=v.ops, output_names=list(v.output_names), metamorphic_err=meta_err,
-            metamorphic_ok=meta_ok, gen_s=time.perf_counter() - t1))
+            node_count=v.node_count, ops=v.ops, output_names=names, metamorphic_err=meta_err,
+            metamorphic_ok=meta_ok, gen_s=time.perf_counter() - t1, mode=request.mode))
     build.tried, build.rejected = dict(generator.tried), dict(generator.rejected)
     build.build_s = time.perf_counter() - t0
     return build
@@ -188,11 +200,11 @@ def _payload(v: Variant, seed_outputs: list | None) -> dict:
 
 
 def replay(recipe: Recipe, max_params: int | None = None) -> Variant:
-    """The variant a recipe describes (same graph hash, weights, inputs), rebuilt from its seed's
-    capture."""
+    """The variant a recipe describes (same graph hash, weights, inputs and mode), rebuilt from its
+    seed's capture."""
     current = captured(recipe.seed, max_params)[1].variant
     run_reference(current)
     for name, params in recipe.mutations:
         current = get_mutator(name).apply(current, params)
         run_reference(current)
-    return current
+    return dataclasses.replace(current, mode=recipe.mode) if recipe.mode != Mode.INFERENCE else current

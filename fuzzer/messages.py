@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.bugs import Stage, Status
+from core.bugs import Mode, Stage, Status
 from seeds.spec import SeedInfo
 from workers.messages import CallReply, PayloadReply
 
@@ -36,6 +36,7 @@ class BuildRequest:
     max_params: int | None
     guidance: Guidance | None = None
     use_cache: bool = True
+    mode: str = Mode.INFERENCE  # core.bugs.Mode of the variants to build
 
 
 @dataclass
@@ -53,6 +54,7 @@ class BuiltVariant:
     metamorphic_err: float | None = None
     metamorphic_ok: bool | None = None
     gen_s: float | None = None
+    mode: str = Mode.INFERENCE
 
 
 @dataclass

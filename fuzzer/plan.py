@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from analysis.catalog import Catalog
 from analysis.store import ResultsError
-from core.bugs import Status
+from core.bugs import Mode, Status
 from seeds import list_seeds
 from seeds.registry import source_of
 from seeds.sizes import SizedId, choose
@@ -17,8 +17,8 @@ from .recipe import variant_id
 SEED_FAILURE = "seed"  # variant index used for the one record of a seed that failed before mutation
 
 
-def seed_failure_id(seed_id: str) -> str:
-    return variant_id(seed_id, SEED_FAILURE)
+def seed_failure_id(seed_id: str, mode: str = Mode.INFERENCE) -> str:
+    return variant_id(seed_id, SEED_FAILURE, mode)
 
 
 def select_seeds(c: Campaign) -> list[str]:
@@ -84,22 +84,27 @@ class SeedWork:
     indices: list[int]
     missing: dict[int, set[str]] = field(default_factory=dict)  # variant index -> backends still to run
     again: bool = False  # a variant built again, its first build's inputs lost with a node
+    mode: str = Mode.INFERENCE  # core.bugs.Mode of its variants (a seed has one work per mode)
 
 
 def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
          backends: list[str] | None = None) -> list[SeedWork]:
-    """The (variant, backend) pairs not yet recorded, grouped by seed."""
-    backends = backends or [b.name for b in c.backends.all()]
+    """The (variant, backend) pairs not yet recorded, grouped by seed and mode (a stack gets the
+    variants of the modes it runs in, ``BackendSpec.runs_in``)."""
+    specs = {b.name: b for b in c.backends.all()}
+    backends = backends or list(specs)
     ref = c.reference.name
     work = []
     for sid in seed_ids:
-        if (seed_failure_id(sid), ref) in done:
-            continue
-        missing = {}
-        for i in range(variant_count(c, sid)):
-            need = {b for b in backends if (variant_id(sid, i), b) not in done}
-            if need:
-                missing[i] = need
-        if missing:
-            work.append(SeedWork(sid, sorted(missing), missing))
+        for mode in c.modes:
+            if (seed_failure_id(sid, mode), ref) in done:
+                continue
+            runs = [b for b in backends if specs[b].runs_in(mode)]
+            missing = {}
+            for i in range(variant_count(c, sid)):
+                need = {b for b in runs if (variant_id(sid, i, mode), b) not in done}
+                if need:
+                    missing[i] = need
+            if missing:
+                work.append(SeedWork(sid, sorted(missing), missing, mode=mode))
     return work

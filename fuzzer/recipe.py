@@ -12,24 +12,31 @@ class Recipe:
     seed: str
     mutations: list = field(default_factory=list)  # [[mutator name, params dict], ...]
     rng: int = 0
+    mode: str = "inference"  # core.bugs.Mode; written only when it is not inference
 
     def to_json(self) -> str:
-        return json.dumps({"seed": self.seed, "mutations": self.mutations, "rng": self.rng},
-                          sort_keys=True, separators=(",", ":"))
+        d = {"seed": self.seed, "mutations": self.mutations, "rng": self.rng}
+        if self.mode != "inference":
+            d["mode"] = str(self.mode)
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Recipe:
         d = json.loads(text)
-        return cls(d["seed"], [list(m) for m in d.get("mutations", [])], int(d.get("rng", 0)))
+        mode = d.get("mode", "inference")
+        if mode not in ("inference", "training"):
+            raise ValueError(f"recipe mode {mode!r} is not inference or training")
+        return cls(d["seed"], [list(m) for m in d.get("mutations", [])], int(d.get("rng", 0)), mode)
 
     @property
     def mutator_names(self) -> list[str]:
         return [m[0] for m in self.mutations]
 
 
-def variant_id(seed_id: str, index: int) -> str:
-    """Stable within a campaign: the seed and the variant's index among that seed's variants."""
-    return f"{seed_id}#{index}"
+def variant_id(seed_id: str, index, mode: str = "inference") -> str:
+    """Stable within a campaign: the seed, the variant's index among that seed's variants, and
+    ``:train`` for a training variant."""
+    return f"{seed_id}#{index}" + ("" if mode == "inference" else ":train")
 
 
 def variant_rng_seed(campaign_seed: int, seed_id: str, index: int) -> int:

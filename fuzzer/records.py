@@ -28,7 +28,7 @@ def run_record(campaign: str, build: SeedBuild, variant: BuiltVariant, outcome: 
             **_seed_columns(build.seed), "recipe": variant.recipe.to_json(), "mutations": variant.recipe.mutator_names,
             "semantics_preserving": variant.semantics_preserving, "graph_hash": variant.graph_hash,
             "node_count": variant.node_count, "ops": variant.ops, "metamorphic_err": variant.metamorphic_err,
-            "gen_s": variant.gen_s, "capture_s": build.capture_s}
+            "gen_s": variant.gen_s, "capture_s": build.capture_s, "mode": str(variant.mode)}
     for f in dataclasses.fields(outcome):
         value = getattr(outcome, f.name)
         if f.name in _JSON_FIELDS:
@@ -49,12 +49,15 @@ def run_record(campaign: str, build: SeedBuild, variant: BuiltVariant, outcome: 
     return RunRecord(**cols)
 
 
-def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: str, failure_id: str) -> RunRecord:
+def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: str, failure_id: str,
+                        mode: str = "inference") -> RunRecord:
     """The one record of a seed that failed to build, fit the budget, capture or run."""
     rec = RunRecord(campaign=campaign, variant_id=failure_id, seed_id=build.seed_id, backend=backend, device=device,
+                    mode=str(mode),
                     stack=backend.split("@")[0], status=build.status, stage=build.stage, error_type=build.error_type,
                     message=build.message, cause=build.cause, **_seed_columns(build.seed))
-    rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0})
+    rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0,
+                             **({"mode": str(mode)} if mode != "inference" else {})})
     rec.signature = signature(rec.stage, rec.error_type, rec.message)
     return rec
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import Kind, Status, Verdict, bug_key
+from core.bugs import Kind, Status, Symptom, Verdict, bug_key
 from core.templates import template
 from workers.messages import JudgeSettings
 from workers.probes import Probe, probed
@@ -170,7 +170,7 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe
     """Recipe-level pass: remove mutations one at a time (last first) while the bug stays."""
     dropped = 0
     for i in reversed(range(len(recipe.mutations))):
-        fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng)
+        fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng, recipe.mode)
         try:
             candidate = probed(replay(fewer, max_params), probe)
         except Exception:  # noqa: BLE001 - later mutations may need earlier ones; keep them then
@@ -181,6 +181,10 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe
 
 
 def _title(record: dict, backend: str, v) -> str:
+    if record["status"] == Status.MISMATCH and record.get("symptom") == Symptom.GRAD:
+        op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
+        return (f"{backend}: the backward of {op} diverges from PyTorch eager in training "
+                f"({record.get('worst_output') or 'a gradient'}, {record.get('output_dtype')})")
     if record["status"] == Status.MISMATCH:
         op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
         blame = " (float64 blames eager)" if record.get("verdict") == Verdict.REFERENCE_DIVERGENT else ""

@@ -14,13 +14,14 @@ import textwrap
 
 import torch
 
-from core.bugs import Status
+from core.bugs import Mode, Status
 from core.ir import Variant
 from workers.backends.eager import prepare_eager_fp64
 from workers.compare import Settings
 from workers.executor import to_host
 from workers.registry import BackendSpec
 from workers.judge import judge_outputs
+from workers.training import lift_parameters, output_names, train_step, trainable_parameters
 
 from .source_copy import SourceCopy
 
@@ -54,37 +55,51 @@ def prepare_plugin(gm, example_inputs, device, options):
 
 
 def graph_module(weights):
-    """The reproducer's module as an fx graph, which is what the backend was given."""
-    return torch.fx.symbolic_trace(Repro(weights).eval())
+    """The reproducer's module as an fx graph, which is what the backend was given; in training mode
+    its parameters (PARAMS) are its first inputs."""
+    gm = torch.fx.symbolic_trace(Repro(weights).eval())
+    return lift_parameters(gm, PARAMS) if MODE == "training" else gm
+
+
+def outputs_of(run, params, inputs):
+    """The outputs of one call; in training mode also the loss and every gradient (``train_step``)."""
+    if MODE == "training":
+        return to_host(train_step(run, params, tuple(inputs)))
+    return to_host(run(*inputs))
 
 
 def main():
     data = torch.load(INPUTS, weights_only=True)
     weights, inputs = data["weights"], data["inputs"]
+    params = [weights[name] for name in PARAMS]
     print(FOUND["title"])
     with torch.no_grad():
-        expected = to_host(graph_module(weights)(*[t.clone() for t in inputs]))
+        expected = outputs_of(graph_module(weights), params, [t.clone() for t in inputs])
         print(f"reference (eager on the CPU): {[tuple(t.shape) for t in expected if isinstance(t, torch.Tensor)]}")
         try:
             fed = tuple(t.to(INPUT_DEVICE) for t in inputs)
-            run, info = PREPARE(graph_module(weights), fed, DEVICE, OPTIONS)
+            fed_params = [p.to(INPUT_DEVICE) for p in params]
+            run, info = PREPARE(graph_module(weights), (*fed_params, *fed), DEVICE, OPTIONS)
             if info:
                 print(f"{BACKEND} reports: {info}")
-            actual = to_host(run(*[t.clone() for t in fed]))
+            actual = outputs_of(run, fed_params, [t.clone() for t in fed])
         except Exception as e:
             print(f"{BACKEND} raised {type(e).__name__}: {e}")
             return 1
         if not DISCREPANCY:
             print(f"{BACKEND} ran without error: the bug is not present")
             return 0
-        run_oracle, _ = prepare_eager_fp64(graph_module(weights), tuple(inputs), "cpu", {})
-        oracle = to_host(run_oracle(*[t.clone() for t in inputs]))
+        run_oracle, _ = prepare_eager_fp64(graph_module(weights), (*params, *inputs), "cpu", {})
+        oracle = outputs_of(run_oracle, params, [t.clone() for t in inputs])
     figures = judge_outputs(actual, expected, oracle, Settings.from_dict(COMPARE), OUTPUT_KIND,
                             OUTPUT_NAMES, DETECTION_ADAPTER)
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    shown = range(len(expected)) if len(expected) <= 4 else [figures.get("worst_output") or 0]
+    for i in shown:
+        e, a = expected[i], actual[i]
         if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
-            print(f"output {i}: expected {e.flatten()[:6].tolist()}")
-            print(f"output {i}: actual   {a.flatten()[:6].tolist()}")
+            name = OUTPUT_NAMES[i] if i < len(OUTPUT_NAMES) else i
+            print(f"output {name}: expected {e.flatten()[:6].tolist()}")
+            print(f"output {name}: actual   {a.flatten()[:6].tolist()}")
     print(f"{BACKEND}: {figures['symptom']}, max |actual - expected| = {figures['max_abs_err']:.6g}; distance "
           f"from float64 in tolerances: {BACKEND} {figures['err_vs_oracle']}, eager {figures['ref_err_vs_oracle']}; "
           f"verdict {figures['verdict']}")
@@ -121,7 +136,8 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
         "CLASS_PATH": None if cls.prepare_fn is not None else plugin_path(target), "DISCREPANCY": bool(discrepancy), "VERDICT": record.get("verdict"),
         "SYMPTOM": record.get("symptom"), "TASK_DIFFERS": bool(record.get("task_agree") is not None and
                                                                record["task_agree"] < 1),
-        "COMPARE": compare, "OUTPUT_KIND": output_kind, "OUTPUT_NAMES": list(v.output_names),
+        "COMPARE": compare, "OUTPUT_KIND": output_kind, "OUTPUT_NAMES": list(output_names(v)),
+        "MODE": str(v.mode), "PARAMS": trainable_parameters(v.gm) if v.mode == Mode.TRAINING else [],
         "DETECTION_ADAPTER": detection_adapter, "INPUTS": inputs_file,
     }
     literals = "\n".join(f"{k} = {_literal(val)!s}" for k, val in constants.items())

@@ -30,6 +30,7 @@ class Mutator:
     family = ""  # structure, substitution, injection, numeric, precision, semantic
     preserves_semantics = False
     numeric = False  # its variants may legitimately produce non-finite outputs
+    differentiable = True  # False: its graphs leave backward nothing to test; left out of training variants
     # A mutator that picks one of named choices (an operator from a pool) names the params key that
     # records the pick; coverage guidance then favours the choices a campaign has used least.
     choice_param: str | None = None

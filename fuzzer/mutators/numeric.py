@@ -123,6 +123,7 @@ class CreateTies(Mutator):
     name = "create_ties"
     family = "numeric"
     numeric = True
+    differentiable = False  # rounds onto a grid: zero gradient, nothing of backward is tested
 
     def sites(self, variant):
         outputs = set(next(n for n in variant.gm.graph.nodes if n.op == "output").all_input_nodes)

@@ -63,7 +63,7 @@ def as_inputs(v: Variant, names: set, values: dict) -> Variant:
     drop_dead(graph)
     inputs = drop_unused_inputs(graph, inputs)
     graph.lint()
-    return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), v.output_names)
+    return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), v.output_names, mode=v.mode)
 
 
 def cut_after(v: Variant, name: str) -> Variant:
@@ -71,7 +71,7 @@ def cut_after(v: Variant, name: str) -> Variant:
     drop_dead(gm.graph)
     inputs = drop_unused_inputs(gm.graph, list(v.inputs))
     gm.recompile()
-    return Variant(gm, tuple(inputs), ("out",))
+    return Variant(gm, tuple(inputs), ("out",), mode=v.mode)
 
 
 def truncate(sh: Shrinker) -> None:
@@ -133,7 +133,7 @@ def cut_output(v: Variant, name: str) -> Variant:
             env[n] = graph.node_copy(n, lambda a: env[a])
     drop_dead(graph)
     inputs = drop_unused_inputs(graph, list(v.inputs))
-    return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), ("out",))
+    return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), ("out",), mode=v.mode)
 
 
 def _narrowed(v: Variant, i: int, d: int, length: int) -> Variant:
@@ -168,7 +168,7 @@ def with_tensor(v: Variant, name: str, value: torch.Tensor) -> Variant:
         root.register_buffer(k, value if k == name else t)
     graph = fx.Graph()
     graph.output(graph.graph_copy(v.gm.graph, {}))
-    return Variant(fx.GraphModule(root, graph), v.inputs, v.output_names)
+    return Variant(fx.GraphModule(root, graph), v.inputs, v.output_names, mode=v.mode)
 
 
 DEFAULT_PASSES = [truncate, delta_debug, drop_outputs, shrink_inputs, simplify_weights]

@@ -15,6 +15,7 @@ from workers.messages import JudgeSettings, RunRequest
 from workers.registry import BackendSpec
 from workers.runner import run_variant
 from workers.sandbox import Sandbox
+from workers.training import output_names
 
 
 class SameBug:
@@ -34,7 +35,7 @@ class SameBug:
         if self.fresh:
             self.sandbox.stop()  # the next request adopts the warm spare: a fresh process, no import wait
         request = RunRequest(f"candidate-{self.calls}", self.seed_id, v.to_payload(), self.specs, self.settings,
-                             self.output_kind, list(v.output_names))
+                             self.output_kind, list(output_names(v)), v.mode)
         try:
             outcomes, _ = run_variant(self.sandbox, request)
         except Exception:  # noqa: BLE001 - a candidate the executor cannot even load is not the bug

@@ -1,0 +1,132 @@
+"""Training mode: forward, a projected loss and backward, compared output by output and gradient by
+gradient; a backward-only defect is found in training alone, as one cluster naming the op's gradient."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from core.bugs import Kind, Mode, Symptom, Verdict
+from workers.compare import Settings
+from workers.judge import judge_outputs
+from workers.training import Trainer, lift_parameters, loss_of, train_step, training_output_names
+
+aten = torch.ops.aten
+PLANTED = """
+name: planted-backward
+mode: [inference, training]
+seeds:
+  - {source: ops, include: ["ops/tanh/float32/0", "ops/sigmoid/float32/0", "ops/mul/float32/0"]}
+variants: {per_seed: 2, mutations: 1, mutators: [semantic]}
+sizes: {per_seed: 0}
+probes: {per_variant: 3}
+backends:
+  targets: [{class: "tests.planted_backward:WrongTanhBackward", device: cpu}, onnxruntime@cpu]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+def _linear_tanh():
+    """tanh(linear(x, w, b)) as an ATen graph with its weights as get_attr targets (a capture's form)."""
+    torch.manual_seed(0)
+    root = torch.nn.Module()
+    root.register_parameter("w", torch.nn.Parameter(torch.randn(3, 4), requires_grad=False))
+    root.register_parameter("b", torch.nn.Parameter(torch.randn(3), requires_grad=False))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(aten.linear.default, (x, g.get_attr("w"), g.get_attr("b")))
+    g.output((g.call_function(aten.tanh.default, (y,)),))
+    return torch.fx.GraphModule(root, g), (torch.randn(2, 4),)
+
+
+def test_a_training_step_returns_outputs_loss_and_every_gradient_as_autograd_computes_them():
+    gm, inputs = _linear_tanh()
+    names = training_output_names(gm, inputs, ("out",))
+    assert names == ("out", "loss", "grad:w", "grad:b", "grad:input:x")
+    trainer = Trainer(gm, "cpu")
+    out = trainer.prepare(type("Plain", (), {"prepare": lambda self, g, ex, dev: g})(), inputs, "cpu")(*inputs)
+    x = inputs[0].clone().requires_grad_(True)
+    w, b = gm.w.detach().clone().requires_grad_(True), gm.b.detach().clone().requires_grad_(True)
+    y = torch.tanh(x @ w.T + b)
+    loss = loss_of([y])
+    gw, gb, gx = torch.autograd.grad(loss, [w, b, x])
+    for got, want in zip(out, [y, loss, gw, gb, gx]):
+        torch.testing.assert_close(got, want.detach())
+    assert not torch.allclose(gw, torch.autograd.grad((x @ w.T + b).tanh().sum(), [w])[0])  # not out.sum()
+    assert gm.w.grad is None and not inputs[0].requires_grad  # the caller's tensors are left alone
+
+
+def test_parameters_become_the_first_inputs_of_the_lifted_graph():
+    gm, inputs = _linear_tanh()
+    lifted = lift_parameters(gm, ["w", "b"])
+    placeholders = [n.name for n in lifted.graph.nodes if n.op == "placeholder"]
+    assert placeholders == ["param_w", "param_b", "x"]
+    assert not any(n.op == "get_attr" for n in lifted.graph.nodes)
+    torch.testing.assert_close(lifted(gm.w, gm.b, *inputs), gm(*inputs))
+    doubled = lifted(2 * gm.w, gm.b, *inputs)[0]
+    assert not torch.allclose(doubled, gm(*inputs)[0])  # the lifted graph reads its inputs, not its weights
+
+
+def test_a_gradient_that_alone_differs_is_the_grad_symptom():
+    names = ["out", "loss", "grad:w", "grad:input:x"]
+    ref = [torch.ones(3), torch.tensor(2.0), torch.full((3,), 0.5), torch.full((3,), 0.25)]
+    oracle = [t.double() for t in ref]
+    wrong = [*ref[:3], torch.full((3,), 0.3)]
+    figures = judge_outputs(wrong, ref, oracle, Settings(), "tensor", names)
+    assert figures["verdict"] == Verdict.TARGET_DIVERGENT and figures["symptom"] == Symptom.GRAD
+    assert figures["worst_output"] == 3
+    forward_wrong = [torch.full((3,), 1.5), *ref[1:]]
+    assert judge_outputs(forward_wrong, ref, oracle, Settings(), "tensor", names)["symptom"] == Symptom.NUMERIC
+
+
+def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_stack_that_does():
+    from fuzzer.campaign import CampaignError, from_dict
+    from fuzzer.plan import plan
+
+    c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}], "sizes": {"per_seed": 0},
+                   "backends": {"targets": ["inductor@cpu", "onnxruntime@cpu",
+                                            {"backend": "eager@cpu", "label": "eager-train", "mode": "training"}]}})
+    work = plan(c, ["ops/tanh/float32/0"], set())
+    by_mode = {w.mode: set().union(*w.missing.values()) for w in work}
+    assert by_mode[Mode.INFERENCE] == {"eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu"}
+    assert by_mode[Mode.TRAINING] == {"eager@cpu", "eager-fp64@cpu", "inductor@cpu", "eager-train@cpu"}
+    with pytest.raises(CampaignError, match="no target stack trains"):
+        from_dict({"mode": "training", "seeds": [{"source": "ops"}], "backends": {"targets": ["onnxruntime@cpu"]}})
+
+
+@pytest.mark.ray
+def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduced(tmp_path):
+    import ray
+
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+    from fuzzer.repro import reproduce_cluster
+
+    c = from_dict(load(PLANTED, "planted"), "planted")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "campaign.yaml").write_text(c.to_yaml())  # what gapfuzz run saves, for repro
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(c, tmp_path / "run", progress=False).run()
+    finally:
+        ray.shutdown()
+    run = load_run(tmp_path / "run")
+    records = run.records(["variant_id", "backend", "mode", "worst_output", "status"])
+    trained = records[records["mode"] == Mode.TRAINING]
+    assert set(trained["backend"]) == {"eager@cpu", "eager-fp64@cpu", "wrong-tanh-backward@cpu"}  # ORT: no record
+    assert trained["variant_id"].str.endswith(":train").all()
+    assert set(records[records["mode"] == Mode.INFERENCE]["backend"]) >= {"onnxruntime@cpu"}
+    found = run.clusters()
+    assert len(found) == 1, found[["cluster", "kind", "symptom", "first_div_op", "modes"]]
+    cluster = found.iloc[0]
+    assert cluster["kind"] == Kind.DISCREPANCY and cluster["symptom"] == Symptom.GRAD
+    assert cluster["first_div_op"] == "aten.tanh.default" and cluster["modes"] == ["training"]
+    assert "aten.tanh_backward" in cluster["grad_ops"]
+    wrong = records[(records["status"] == "mismatch")]
+    assert set(wrong["worst_output"]) == {"grad:input:tensors_0"} and (wrong["mode"] == Mode.TRAINING).all()
+    result = reproduce_cluster(tmp_path / "run", cluster["cluster"], max_calls=40, allow_plugins=True)
+    assert result.status == "reproducible" and result.failures == 3
+    code = (tmp_path / "run" / "repros" / cluster["cluster"] / "repro.py").read_text()
+    assert "MODE = 'training'" in code and "def train_step" in code
