@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import keyword
 import math
 import operator
 from dataclasses import dataclass, field
@@ -71,6 +72,11 @@ def resolve_target(name: str):
 
 
 _ENUMS = {"dtype": torch.dtype, "mf": torch.memory_format, "layout": torch.layout}
+# What an encoded dtype, memory format or layout may name, by its name: a fixed table, never a
+# ``getattr`` on torch (``{"dtype": "os"}`` would otherwise decode to a module).
+_ENUM_VALUES = {key: {str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, kind)}
+                for key, kind in _ENUMS.items()}
+GRAPH_OPS = ("placeholder", "get_attr", "call_function", "output")
 
 
 def encode_arg(a):
@@ -113,7 +119,9 @@ def decode_arg(a, env: dict):
     if key == "device":
         return torch.device(v)
     if key in _ENUMS:
-        return getattr(torch, v)
+        if v not in _ENUM_VALUES[key]:
+            raise IRError(f"encoded {key} {v!r} is not one torch has")
+        return _ENUM_VALUES[key][v]
     if key == "slice":
         return slice(*(decode_arg(x, env) for x in v))
     raise IRError(f"unknown encoded argument {a!r}")
@@ -125,9 +133,27 @@ def graph_to_json(graph: fx.Graph) -> str:
     return json.dumps(nodes, separators=(",", ":"))
 
 
+def _identifier(name, what: str, dotted: bool = False) -> str:
+    """``name`` when it is a Python identifier (each dotted part, for an attribute path): the only
+    names that reach torch.fx's code generation from a graph read as data."""
+    parts = name.split(".") if dotted and isinstance(name, str) else [name]
+    if not all(isinstance(p, str) and p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        raise IRError(f"graph {what} {str(name)[:80]!r} is not a Python identifier")
+    return name
+
+
 def graph_from_json(text: str) -> fx.Graph:
+    """The graph a canonical JSON describes. It is data (a cache, a message): only the four node
+    kinds of an ATen graph, identifier names and attribute paths, and allowed operators pass."""
     graph, env = fx.Graph(), {}
     for op, name, target, args, kwargs in json.loads(text):
+        if op not in GRAPH_OPS:
+            raise IRError(f"graph node kind {str(op)[:40]!r} is not one of {', '.join(GRAPH_OPS)}")
+        _identifier(name, "node name")
+        if op in ("placeholder", "get_attr"):
+            _identifier(target, f"{op} target", dotted=op == "get_attr")
+        elif op == "output" and target != "output":
+            raise IRError(f"graph output target {str(target)[:40]!r} is not 'output'")
         tgt = resolve_target(target) if op == "call_function" else target
         node = graph.create_node(op, tgt, decode_arg(args, env), decode_arg(kwargs, env), name=name)
         if node.name != name:

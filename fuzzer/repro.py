@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,16 +64,22 @@ class ReproError(ValueError):
 
 def verify(folder: Path, tries: int = 3, timeout: float = 600, block_gapfuzz: bool = True) -> tuple[int, str]:
     """Run repro.py ``tries`` times in fresh interpreters (that cannot import gapfuzz, unless the backend
-    is a plug-in whose class needs it)."""
+    is a plug-in whose class needs it). Each runs in a scratch folder holding only ``repro.py`` and
+    ``inputs.pt``, with no script folder on ``sys.path`` (``-P``): a run folder is data, and a
+    ``torch.py`` shipped beside a reproducer must not stand in for torch."""
     failures, last = 0, ""
     code = (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
         "exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})"
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10 has no -P; the scratch folder stands
     for _ in range(tries):
         # output to a file and the process in its own group: a child that a crashing stack forked and
         # left behind (seen with OpenVINO) would otherwise hold the pipes open until the timeout
-        with tempfile.TemporaryFile("w+") as log:
-            proc = subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=log, stderr=subprocess.STDOUT,
-                                    text=True, start_new_session=True)
+        with tempfile.TemporaryFile("w+") as log, tempfile.TemporaryDirectory(prefix="gapfuzz-verify-") as scratch:
+            for name in ("repro.py", "inputs.pt"):
+                if (folder / name).is_file():
+                    shutil.copyfile(folder / name, Path(scratch) / name)
+            proc = subprocess.Popen([sys.executable, *safe_path, "-c", code], cwd=scratch, stdout=log,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
+
 import torch
 
 from core.ir import Variant, graph_from_json, graph_to_json
@@ -46,3 +48,27 @@ def test_checksum_ignores_the_stride_of_a_one_element_view():
 
     one = torch.as_strided(torch.arange(128.0), (1,), (64,))  # what narrowing a dim to 1 can leave
     assert checksum([("x", one)]) == checksum([("x", torch.tensor([0.0]))])
+
+
+@pytest.mark.parametrize("edit", [
+    lambda g: g[1].__setitem__(1, "x\rimport os; os.system('touch RAN')"),  # a node name with code after it
+    lambda g: g.insert(1, ["call_method", "m", "__init__\r\nimport os", {"t": []}, {"d": []}]),
+    lambda g: g.insert(1, ["get_attr", "w2", "w\rimport os", {"t": []}, {"d": []}]),
+    lambda g: g.insert(1, ["placeholder", "y", "y)\nimport os#", {"t": []}, {"d": []}]),
+    lambda g: g.insert(1, ["call_function", "c", "aten.zeros.default", {"t": [{"l": [1]}]}, {"d": [["dtype", {"dtype": "os"}]]}]),
+])
+def test_a_graph_read_as_data_passes_only_identifiers_operators_and_torch_s_own_dtypes(edit):
+    import json
+
+    import torch.fx as fx
+
+    from core.ir import IRError, graph_from_json, graph_to_json
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output((g.call_function(torch.ops.aten.relu.default, (x,)),))
+    nodes = json.loads(graph_to_json(g))
+    graph_from_json(json.dumps(nodes))  # the untouched graph reads back
+    edit(nodes)
+    with pytest.raises(IRError):
+        graph_from_json(json.dumps(nodes))

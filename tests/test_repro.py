@@ -181,7 +181,7 @@ def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    time.sleep(600)\n"
-        "open('child.pid', 'w').write(str(pid))\n"
+        f"open({str(tmp_path / 'child.pid')!r}, 'w').write(str(pid))\n"
         "print('the bug is present')\n"
         "sys.exit(1)\n")
     failures, last = verify(tmp_path, tries=1, timeout=120)
@@ -212,3 +212,14 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
     values = {"x": v.inputs[0], relu.name: v.inputs[0].relu(), total.name: v.inputs[0].relu()}
     assert cut_output(v, relu.name).ops == cut_after(v, relu.name).ops == ["aten.relu.default"]
     assert as_inputs(v, {total.name}, values).ops == ["aten.relu.default"]  # the coin fed only the sum
+
+
+def test_verify_runs_a_reproducer_where_no_file_of_its_folder_can_stand_in_for_torch(tmp_path):
+    """A run folder is data: a ``torch.py`` beside ``repro.py`` is neither imported nor run."""
+    from fuzzer.repro import verify
+
+    marker = tmp_path / "marker"
+    (tmp_path / "torch.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (tmp_path / "repro.py").write_text("import sys\nimport torch\nprint(torch.__file__)\nsys.exit(1)\n")
+    failures, last = verify(tmp_path, tries=1, timeout=120)
+    assert failures == 1 and "site-packages" in last and not marker.exists(), last
