@@ -136,6 +136,7 @@ class Campaign:
     compare: CompareSettings | None = None
     probes: ProbeSettings | None = None
     sizes: SizeSettings | None = None
+    train_layers: bool = False  # training variants: dropout and batch norm as in training
     address: str | None = None  # ray.address
     num_cpus: int | None = None  # ray.num_cpus
 
@@ -271,7 +272,7 @@ def _resolve(config: dict, source: str) -> Campaign:
         probes=ProbeSettings(config["probes"]["per_variant"], tuple(config["probes"]["kinds"]), config["seed"]),
         sizes=SizeSettings(config["sizes"]["per_seed"], config["sizes"]["variants"],
                            tuple(sorted(set(config["sizes"]["values"])))),
-        address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
+        train_layers=config["train_layers"], address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
 
 
 def _check_training(b: BackendSet, modes: tuple, source: str) -> None:

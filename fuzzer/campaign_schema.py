@@ -49,6 +49,7 @@ SCHEMA = {
         "description": {"type": "string"},
         "seed": {"type": "integer", "minimum": 0},
         "mode": _MODES,
+        "train_layers": {"type": "boolean"},
         "output": {"type": "string"},
         "seeds": {"type": "array", "minItems": 1, "items": _SELECTION},
         "capture": {"type": "object", "additionalProperties": False, "properties": {
@@ -106,6 +107,7 @@ DEFAULTS = {
     "description": "",
     "seed": 0,
     "mode": "inference",
+    "train_layers": False,
     "output": "runs",
     "capture": {"max_params": 100_000_000, "timeout_s": 600, "cache": True},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],

@@ -252,7 +252,7 @@ class Driver:
         v = self.c.variants
         request = BuildRequest(work.seed_id, work.indices, v, self.c.seed, self.c.capture.max_params,
                                None if v.guidance == "uniform" else self.feedback.snapshot(v.guidance),
-                               self.c.capture.cache, work.mode)
+                               self.c.capture.cache, work.mode, self.c.train_layers)
         ref = actor.call.remote(build_seed_variants, request, timeout=self.c.capture.timeout_s, keep_payloads=True)
         self.dispatch.submit(ref, actor, work)
 
@@ -273,7 +273,8 @@ class Driver:
         work: SeedWork = done.job
         reply: CallReply | None = done.value
         build = SeedBuild.from_reply(work.seed_id, reply, done.lost)
-        self.sink.catalog_row(catalog_row(build))
+        if build.ok or work.mode == self.c.modes[0]:  # a seed eager cannot train still runs in inference
+            self.sink.catalog_row(catalog_row(build))
         if not build.ok:
             rec = seed_failure_record(self.c.name, build, self.ref_name, self.home, seed_failure_id(work.seed_id, work.mode),
                                       work.mode)

@@ -21,9 +21,9 @@ from seeds.capture import Captured, CaptureError, capture
 from seeds.capture_cache import CaptureCache
 from seeds.sizes import SizeError
 from seeds.spec import SeedInfo
-from workers.backends.eager import prepare_eager_fp64
+from workers.backends.eager import Eager, prepare_eager_fp64
 from workers.compare import Settings, attribute, compare
-from workers.training import training_output_names
+from workers.training import Trainer, training_output_names
 
 from .guidance import Chooser
 from .messages import BuildRequest, BuiltVariant, Guidance, SeedBuild
@@ -43,17 +43,32 @@ def all_nonfinite(outputs: list) -> bool:
     return bool(floats) and all(not torch.isfinite(t).any() for t in floats)
 
 
+class NotTrainable(Exception):
+    """Eager itself cannot run a training step of a graph (an input it cannot differentiate, an
+    operator with no derivative): outside what training mode tests."""
+
+
+def check_trains(variant: Variant) -> None:
+    """One training step of the variant on eager, or ``NotTrainable`` with what it raised."""
+    try:
+        Trainer(variant.gm, "cpu").prepare(Eager(), variant.inputs, "cpu")(*variant.inputs)
+    except Exception as e:  # noqa: BLE001 - what eager cannot train is left out, saying why
+        raise NotTrainable(f"eager cannot train it: {type(e).__name__}: {e}") from e
+
+
 class Generator:
-    """Draws mutation sequences for one seed; counts what it rejects, per mutator."""
+    """Draws mutation sequences for one seed; counts what it rejects, per mutator. For training
+    variants, a mutation that leaves eager unable to train the graph is rejected too."""
 
     def __init__(self, base: Evaluation, settings: VariantSettings, campaign_seed: int,
-                 guidance: Guidance | None = None):
+                 guidance: Guidance | None = None, training: bool = False):
         self.base, self.seed_outputs, self.gen = base, base.outputs, settings
         self.campaign_seed, self.mutators = campaign_seed, settings.mutators
         self.chooser = Chooser(self.mutators, guidance)
         self.tried: Counter = Counter()
         self.rejected: Counter = Counter()
         self.seed_nonfinite = all_nonfinite(self.seed_outputs)
+        self.training = training
 
     def validate(self, variant: Variant, mutator, parent: Evaluation) -> Evaluation:
         try:
@@ -62,6 +77,11 @@ class Generator:
             raise Rejected(f"{type(e).__name__}: {e}") from e
         if not mutator.numeric and not self.seed_nonfinite and all_nonfinite(ev.outputs):
             raise Rejected("every output became non-finite")
+        if self.training:
+            try:
+                check_trains(variant)
+            except NotTrainable as e:
+                raise Rejected(str(e)) from e
         return ev
 
     def mutate_once(self, current: Evaluation, rng: random.Random):
@@ -97,9 +117,10 @@ class Generator:
 
 def _failure(seed_id: str, stage: Stage, exc: BaseException, info: dict | None = None,
              error_type: str | None = None) -> SeedBuild:
-    """A seed that failed; one that cannot be rebuilt at the size asked for is skipped, not failed."""
+    """A seed that failed; one that cannot be rebuilt at the size asked for, or that eager cannot
+    train, is skipped, not failed."""
     d = describe(exc)
-    status = Status.SKIPPED if isinstance(exc, SizeError) else Status.ERROR
+    status = Status.SKIPPED if isinstance(exc, (SizeError, NotTrainable)) else Status.ERROR
     return SeedBuild(seed_id=seed_id, status=status, stage=stage, error_type=error_type or d["error_type"],
                      message=d["message"], seed=SeedInfo(**info) if info else None)
 
@@ -115,11 +136,13 @@ def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, 
     return v.closeness.tol_ratio, v.verdict == Verdict.AGREE
 
 
-def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tuple[dict, Captured]:
-    """The seed's facts and its capture, from the capture cache when it holds them.
-    Raises ``CaptureError`` (stage build, budget or capture)."""
+def captured(seed_id: str, max_params: int | None, use_cache: bool = True,
+             train_layers: bool = False) -> tuple[dict, Captured]:
+    """The seed's facts and its capture (its layers as in training, with ``train_layers``), from the
+    capture cache when it holds them. Raises ``CaptureError`` (stage build, budget or capture)."""
     cache = CaptureCache() if use_cache else None
-    hit = cache.get(seed_id, max_params) if cache else None
+    key = f"{seed_id}|train-layers" if train_layers else seed_id
+    hit = cache.get(key, max_params) if cache else None
     if hit is not None:
         return hit
     try:
@@ -127,9 +150,9 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True) -> tu
     except Exception as e:  # noqa: BLE001 - a seed that does not build is a record
         raise CaptureError(Stage.BUILD, describe(e)["message"]) from e
     info = built.info.to_dict()
-    cap = capture(built, max_params)
+    cap = capture(built, max_params, train_layers)
     if cache:
-        cache.put(seed_id, info, cap)
+        cache.put(key, info, cap)
     return info, cap
 
 
@@ -137,7 +160,8 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     t0 = time.perf_counter()
     seed_id = request.seed_id
     try:
-        info, cap = captured(seed_id, request.max_params, request.use_cache)
+        info, cap = captured(seed_id, request.max_params, request.use_cache,
+                             request.mode == Mode.TRAINING and request.train_layers)
     except CaptureError as e:
         if e.stage == Stage.BUILD:
             return _failure(seed_id, Stage.BUILD, e.__cause__ or e)
@@ -153,7 +177,11 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     if training:  # mutators whose graphs leave backward nothing to test are left out
         settings = dataclasses.replace(settings, mutators=[m for m in settings.mutators
                                                            if get_mutator(m).differentiable])
-    generator = Generator(base_eval, settings, request.campaign_seed, request.guidance)
+        try:
+            check_trains(base)
+        except NotTrainable as e:
+            return _failure(seed_id, Stage.RUN, e, info)
+    generator = Generator(base_eval, settings, request.campaign_seed, request.guidance, training)
     oracle: list = []
 
     def seed_oracle() -> list:
@@ -169,7 +197,7 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     for index in request.indices:
         t1 = time.perf_counter()
         recipe, ev = generator.variant(seed_id, index)
-        recipe.mode = request.mode
+        recipe.mode, recipe.train_layers = request.mode, training and request.train_layers
         v = ev.variant
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
         meta_err = meta_ok = None
@@ -202,7 +230,7 @@ def _payload(v: Variant, seed_outputs: list | None) -> dict:
 def replay(recipe: Recipe, max_params: int | None = None) -> Variant:
     """The variant a recipe describes (same graph hash, weights, inputs and mode), rebuilt from its
     seed's capture."""
-    current = captured(recipe.seed, max_params)[1].variant
+    current = captured(recipe.seed, max_params, train_layers=recipe.train_layers)[1].variant
     run_reference(current)
     for name, params in recipe.mutations:
         current = get_mutator(name).apply(current, params)

@@ -37,6 +37,7 @@ class BuildRequest:
     guidance: Guidance | None = None
     use_cache: bool = True
     mode: str = Mode.INFERENCE  # core.bugs.Mode of the variants to build
+    train_layers: bool = False  # training variants: dropout and batch norm as in training
 
 
 @dataclass

@@ -13,11 +13,14 @@ class Recipe:
     mutations: list = field(default_factory=list)  # [[mutator name, params dict], ...]
     rng: int = 0
     mode: str = "inference"  # core.bugs.Mode; written only when it is not inference
+    train_layers: bool = False  # training: dropout and batch norm as in training; written only when set
 
     def to_json(self) -> str:
         d = {"seed": self.seed, "mutations": self.mutations, "rng": self.rng}
         if self.mode != "inference":
             d["mode"] = str(self.mode)
+        if self.train_layers:
+            d["train_layers"] = True
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -26,7 +29,8 @@ class Recipe:
         mode = d.get("mode", "inference")
         if mode not in ("inference", "training"):
             raise ValueError(f"recipe mode {mode!r} is not inference or training")
-        return cls(d["seed"], [list(m) for m in d.get("mutations", [])], int(d.get("rng", 0)), mode)
+        return cls(d["seed"], [list(m) for m in d.get("mutations", [])], int(d.get("rng", 0)), mode,
+                   d.get("train_layers") is True)
 
     @property
     def mutator_names(self) -> list[str]:

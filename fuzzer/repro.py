@@ -177,7 +177,8 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe
     """Recipe-level pass: remove mutations one at a time (last first) while the bug stays."""
     dropped = 0
     for i in reversed(range(len(recipe.mutations))):
-        fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng, recipe.mode)
+        fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng, recipe.mode,
+                       recipe.train_layers)
         try:
             candidate = probed(replay(fewer, max_params), probe)
         except Exception:  # noqa: BLE001 - later mutations may need earlier ones; keep them then

@@ -21,7 +21,7 @@ from workers.compare import Settings
 from workers.executor import to_host
 from workers.registry import BackendSpec
 from workers.judge import judge_outputs
-from workers.training import lift_parameters, output_names, train_step, trainable_parameters
+from workers.training import draws_randomly, lift_parameters, output_names, train_step, trainable_parameters
 
 from .source_copy import SourceCopy
 
@@ -69,6 +69,10 @@ def outputs_of(run, params, inputs):
 
 
 def main():
+    if RANDOM:  # random ops (dropout): Inductor draws with eager's generator, train_step seeds it
+        import torch._inductor.config
+
+        torch._inductor.config.fallback_random = True
     data = torch.load(INPUTS, weights_only=True)
     weights, inputs = data["weights"], data["inputs"]
     params = [weights[name] for name in PARAMS]
@@ -138,6 +142,7 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
                                                                record["task_agree"] < 1),
         "COMPARE": compare, "OUTPUT_KIND": output_kind, "OUTPUT_NAMES": list(output_names(v)),
         "MODE": str(v.mode), "PARAMS": trainable_parameters(v.gm) if v.mode == Mode.TRAINING else [],
+        "RANDOM": v.mode == Mode.TRAINING and draws_randomly(v.gm),
         "DETECTION_ADAPTER": detection_adapter, "INPUTS": inputs_file,
     }
     literals = "\n".join(f"{k} = {_literal(val)!s}" for k, val in constants.items())

@@ -63,10 +63,15 @@ def output_names(out_spec) -> tuple[str, ...]:
     return tuple(".".join(_key_name(k) for k in p) or "out" for p, _ in paths)
 
 
-def unlift(ep: torch.export.ExportedProgram, user_values: list) -> fx.GraphModule:
+RUNNING = "running:"  # the prefix of a buffer's new value, output by a layer that trains (batch norm's statistics)
+
+
+def unlift(ep: torch.export.ExportedProgram, user_values: list, mutations: bool = False) -> fx.GraphModule:
     """The exported graph with weights as attributes and a flat tuple output.
 
-    ``user_values`` are the flat user inputs; non-tensor ones are folded in as constants."""
+    ``user_values`` are the flat user inputs; non-tensor ones are folded in as constants. With
+    ``mutations``, the new values of mutated buffers (batch norm's running statistics in training)
+    follow the user outputs; the buffers themselves are left as they were."""
     sig = ep.graph_signature
     user = iter(user_values)
     state = {**ep.state_dict, **ep.constants}
@@ -91,6 +96,8 @@ def unlift(ep: torch.export.ExportedProgram, user_values: list) -> fx.GraphModul
             env[node].meta = dict(node.meta)
         elif node.op == "output":
             outs = [o for o, s in zip(node.args[0], sig.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+            if mutations:
+                outs += [o for o, s in zip(node.args[0], sig.output_specs) if s.kind == OutputKind.BUFFER_MUTATION]
             graph.output(tuple(env[o] if isinstance(o, fx.Node) else o for o in outs))
         elif node.op == "call_function" and node.target in _DROP:
             continue
@@ -101,19 +108,26 @@ def unlift(ep: torch.export.ExportedProgram, user_values: list) -> fx.GraphModul
     return fx.GraphModule(root, graph)
 
 
-def capture(seed: BuiltSeed, max_params: int | None = None) -> Captured:
+def capture(seed: BuiltSeed, max_params: int | None = None, train_layers: bool = False) -> Captured:
+    """The seed as an ATen graph, its layers as in evaluation; with ``train_layers``, as in training
+    (dropout draws, batch norm uses the batch's statistics and outputs its new running ones)."""
     params = seed.info.params if seed.info.params is not None else count_params(seed.model)
     check_budget(params, max_params, seed.info.to_dict())
     for p in seed.model.parameters():
         p.requires_grad_(False)
+    seed.model.train(train_layers)
     t0 = time.perf_counter()
     try:
         ep = torch.export.export(seed.model, seed.args, seed.kwargs or None, strict=False)
         ep = ep.run_decompositions({})
         flat = fx_pytree.tree_flatten_spec((seed.args, seed.kwargs or {}), ep.call_spec.in_spec)
-        gm = unlift(ep, flat)
+        gm = unlift(ep, flat, mutations=train_layers)
     except Exception as e:  # noqa: BLE001 - any export failure is data, recorded with its type
         raise CaptureError(Stage.CAPTURE, f"{type(e).__name__}: {e}", seed.info.to_dict()) from e
     inputs = tuple(t for t in flat if isinstance(t, torch.Tensor))
-    variant = Variant(gm, inputs, output_names(ep.call_spec.out_spec))
+    names = output_names(ep.call_spec.out_spec)
+    if train_layers:
+        names += tuple(RUNNING + s.target for s in ep.graph_signature.output_specs
+                       if s.kind == OutputKind.BUFFER_MUTATION)
+    variant = Variant(gm, inputs, names)
     return Captured(variant, params, time.perf_counter() - t0)

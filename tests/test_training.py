@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from core.bugs import Kind, Mode, Symptom, Verdict
+from core.ir import Variant
 from workers.compare import Settings
 from workers.judge import judge_outputs
 from workers.training import Trainer, lift_parameters, loss_of, train_step, training_output_names
@@ -130,3 +131,34 @@ def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduc
     assert result.status == "reproducible" and result.failures == 3
     code = (tmp_path / "run" / "repros" / cluster["cluster"] / "repro.py").read_text()
     assert "MODE = 'training'" in code and "def train_step" in code
+
+
+def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_statistics_are_outputs():
+    import operator
+
+    from fuzzer.generate import captured
+    from workers.compare import compare
+    from workers.executor import to_host
+    from workers.registry import parse_backend
+    from workers.training import draws_randomly, output_names
+
+    info, cap = captured("timm/test_resnet", None, use_cache=False, train_layers=True)
+    running = [n for n in cap.variant.output_names if n.startswith("running:")]
+    assert "running:conv1.1.running_mean" in running and len(running) % 3 == 0  # mean, var, batches tracked
+    eval_names = captured("timm/test_resnet", None, use_cache=False)[1].variant.output_names
+    assert not any(n.startswith("running:") for n in eval_names)
+
+    root = torch.nn.Module()
+    root.register_parameter("w", torch.nn.Parameter(torch.randn(64), requires_grad=False))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    dropped = g.call_function(operator.getitem, (g.call_function(aten.native_dropout.default, (x, 0.3, True)), 0))
+    g.output((g.call_function(aten.mul.Tensor, (dropped, g.get_attr("w"))),))
+    gm, inputs = torch.fx.GraphModule(root, g), (torch.randn(8, 64),)
+    assert draws_randomly(gm)
+    outs = {b: to_host(Trainer(gm, "cpu").prepare(parse_backend(b).create(), inputs, "cpu")(*inputs))
+            for b in ("eager@cpu", "aot-eager@cpu", "inductor@cpu")}
+    assert (outs["eager@cpu"][0] == 0).any()  # some elements were dropped
+    for b in ("aot-eager@cpu", "inductor@cpu"):
+        assert compare(outs[b], outs["eager@cpu"], Settings()).passed, b
+    assert len(outs["eager@cpu"]) == len(output_names(Variant(gm, inputs, ("out",), mode=Mode.TRAINING)))

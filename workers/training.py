@@ -69,6 +69,7 @@ def train_step(fn, params: list, inputs: tuple) -> list:
     of every parameter and floating input (zeros for one the loss does not reach), as plain
     tensors. The parameters are copied; the inputs are taken as views, with their strides (the
     caller gives each call its own copy)."""
+    torch.manual_seed(PROJECTION_SEED)  # random ops (dropout in training) draw the same on every stack
     params = [p.detach().clone().requires_grad_(True) for p in params]
     fed = [t.detach().requires_grad_(True) if isinstance(t, torch.Tensor) and t.is_floating_point()
            else t for t in inputs]
@@ -104,16 +105,40 @@ def forward_count(names) -> int:
     return sum(1 for n in names if not str(n).startswith(GRAD))
 
 
+RANDOM_OPS = ("native_dropout", "bernoulli", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
+              "normal", "uniform", "randperm", "multinomial", "exponential", "geometric", "cauchy", "log_normal")
+
+
+def draws_randomly(gm: fx.GraphModule) -> bool:
+    """Whether the graph calls a random operator (dropout when its layers train)."""
+    return any(n.op == "call_function" and getattr(n.target, "_opname", None) in RANDOM_OPS for n in gm.graph.nodes)
+
+
 class Trainer:
     """A backend's training run of one variant: ``prepare`` the lifted graph once, then call it
-    on any inputs (the example, each probe); the parameters are the variant's own."""
+    on any inputs (the example, each probe); the parameters are the variant's own. A graph that
+    draws random numbers is seeded the same before every call, and Inductor then draws with eager's
+    generator (its ``fallback_random``), so both sides drop the same elements."""
 
     def __init__(self, gm: fx.GraphModule, device: str):
         self.names = trainable_parameters(gm)
         tensors = dict(gm.named_parameters())
         self.params = [tensors[n].detach().to(device) for n in self.names]
         self.gm = lift_parameters(gm, self.names)
+        self.random = draws_randomly(gm)
+
+    def _same_draws(self):
+        import contextlib
+
+        import torch._inductor.config as inductor_config
+
+        return inductor_config.patch(fallback_random=True) if self.random else contextlib.nullcontext()
 
     def prepare(self, backend, example_inputs: tuple, device: str):
-        fn = backend.prepare(self.gm, (*self.params, *example_inputs), device)
-        return lambda *inputs: train_step(fn, self.params, inputs)
+        with self._same_draws():
+            fn = backend.prepare(self.gm, (*self.params, *example_inputs), device)
+
+        def call(*inputs):
+            with self._same_draws():
+                return train_step(fn, self.params, inputs)
+        return call
