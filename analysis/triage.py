@@ -57,7 +57,7 @@ def describe(row) -> str:
         return f"explained: {explanation}{on} ({_items(getattr(row, 'output_dtypes', None) or [row.output_dtype])})"
     where = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
     grad_ops = getattr(row, "grad_ops", None)
-    if row.symptom == "grad" and grad_ops is not None and len(grad_ops):
+    if str(row.symptom).startswith("grad") and grad_ops is not None and len(grad_ops):
         where += f" (backward: {_items(grad_ops)})"
     band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
     modes = getattr(row, "modes", None)

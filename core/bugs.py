@@ -94,7 +94,8 @@ class Symptom(StrEnum):
     VALUE = "value"
     NUMERIC = "numeric"
     TASK = "task"  # tier 3: the task-level answer differs (top-1, argmax token, detections)
-    GRAD = "grad"  # training: the forward outputs agree and a gradient does not (workers.training)
+    GRAD_NONFINITE = "grad-nonfinite"  # training: the forward agrees, a gradient's NaN/Inf pattern does not
+    GRAD = "grad"  # training: the forward outputs agree and a gradient's values do not (workers.training)
 
 
 class Mode(StrEnum):
@@ -102,6 +103,9 @@ class Mode(StrEnum):
 
     INFERENCE = "inference"
     TRAINING = "training"
+
+
+GRADIENT_SYMPTOMS = (Symptom.GRAD_NONFINITE, Symptom.GRAD)
 
 
 class Kind(StrEnum):

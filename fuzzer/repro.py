@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import Kind, Status, Symptom, Verdict, bug_key
+from core.bugs import GRADIENT_SYMPTOMS, Kind, Status, Verdict, bug_key
 from core.templates import template
 from workers.messages import JudgeSettings
 from workers.probes import Probe, probed
@@ -189,7 +189,7 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe
 
 
 def _title(record: dict, backend: str, v) -> str:
-    if record["status"] == Status.MISMATCH and record.get("symptom") == Symptom.GRAD:
+    if record["status"] == Status.MISMATCH and record.get("symptom") in GRADIENT_SYMPTOMS:
         op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
         return (f"{backend}: the backward of {op} diverges from PyTorch eager in training "
                 f"({record.get('worst_output') or 'a gradient'}, {record.get('output_dtype')})")

@@ -162,3 +162,11 @@ def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_sta
     for b in ("aot-eager@cpu", "inductor@cpu"):
         assert compare(outs[b], outs["eager@cpu"], Settings()).passed, b
     assert len(outs["eager@cpu"]) == len(output_names(Variant(gm, inputs, ("out",), mode=Mode.TRAINING)))
+
+
+def test_a_gradient_whose_nan_pattern_alone_differs_is_grad_nonfinite():
+    names = ["out", "loss", "grad:w"]
+    ref = [torch.ones(3), torch.tensor(2.0), torch.tensor([0.5, float("nan"), 0.5])]
+    wrong = [*ref[:2], torch.tensor([0.5, 0.0, 0.5])]
+    figures = judge_outputs(wrong, ref, [t.double() for t in ref], Settings(), "tensor", names)
+    assert figures["symptom"] == Symptom.GRAD_NONFINITE and figures["verdict"] == Verdict.TARGET_DIVERGENT

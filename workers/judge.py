@@ -24,7 +24,8 @@ def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings,
     figures = v.columns()
     k = forward_count(names)
     if v.closeness.symptom is not None and k < len(names) and compare(out[:k], ref[:k], settings).passed:
-        figures["symptom"] = Symptom.GRAD  # training: the forward and the loss agree, a gradient does not
+        # training: the forward and the loss agree, a gradient does not (its NaN/Inf pattern, or its values)
+        figures["symptom"] = Symptom.GRAD_NONFINITE if v.closeness.symptom == Symptom.NONFINITE else Symptom.GRAD
     figures.update(task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
     return figures
 

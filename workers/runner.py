@@ -13,7 +13,7 @@ import platform
 import socket
 import time
 
-from core.bugs import FAILED, Mode, Stage, Status, Symptom, Verdict, bug_key
+from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
 import torch
 
 from core.ir import tensor_from_wire, tensor_to_wire
@@ -249,7 +249,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                         case = align_case(request.seed_id, bug_key(o.key_fields()))
                         wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], known[(s.reference, probe.name)],
                                                 request.output_names, s.compare) \
-                            if o.figures.get("symptom") == Symptom.GRAD else ()
+                            if o.figures.get("symptom") in GRADIENT_SYMPTOMS else ()
                         _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
                         located[symptom_located] = o
                     if o.figures.get("amplified"):
