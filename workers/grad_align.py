@@ -14,6 +14,8 @@ in graph order (the first such gradient backward computes).
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -51,9 +53,12 @@ def one_node(node: fx.Node, values: dict) -> tuple[fx.GraphModule, tuple] | None
         else:
             return None
     out = values.get(node.name)
+    first = isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor)
+    out = out[0] if first else out  # a multi-output op (batch norm): its main output
     if not (isinstance(out, torch.Tensor) and out.is_floating_point() and any(t.is_floating_point() for t in fed)):
         return None
-    graph.output((graph.node_copy(node, lambda a: env[a]),))
+    copied = graph.node_copy(node, lambda a: env[a])
+    graph.output((graph.call_function(operator.getitem, (copied, 0)) if first else copied,))
     graph.lint()
     return fx.GraphModule(torch.nn.Module(), graph), tuple(fed)
 
