@@ -70,9 +70,9 @@ def outputs_of(run, params, inputs):
 
 def main():
     if RANDOM:  # random ops (dropout): Inductor draws with eager's generator, train_step seeds it
-        import torch._inductor.config
+        from torch._inductor import config as inductor_config
 
-        torch._inductor.config.fallback_random = True
+        inductor_config.fallback_random = True
     data = torch.load(INPUTS, weights_only=True)
     weights, inputs = data["weights"], data["inputs"]
     params = [weights[name] for name in PARAMS]

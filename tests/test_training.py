@@ -131,6 +131,8 @@ def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduc
     assert result.status == "reproducible" and result.failures == 3
     code = (tmp_path / "run" / "repros" / cluster["cluster"] / "repro.py").read_text()
     assert "MODE = 'training'" in code and "def train_step" in code
+    report = (tmp_path / "run" / "repros" / cluster["cluster"] / "report.md").read_text()
+    assert "the bug is present (" in report and "Traceback" not in report  # failed for the bug, not by a crash
 
 
 def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_statistics_are_outputs():
