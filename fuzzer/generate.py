@@ -23,7 +23,7 @@ from seeds.sizes import SizeError
 from seeds.spec import SeedInfo
 from workers.backends.eager import Eager, prepare_eager_fp64
 from workers.compare import Settings, attribute, compare
-from workers.training import Trainer, training_output_names
+from workers.training import Trainer, output_names
 
 from .guidance import Chooser
 from .messages import BuildRequest, BuiltVariant, Guidance, SeedBuild
@@ -207,7 +207,7 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
         names = list(v.output_names)
         if training:  # the seed's outputs are the forward's alone: no metamorphic oracle for a training run
             v = dataclasses.replace(v, mode=Mode.TRAINING)
-            names = list(training_output_names(v.gm, v.inputs, v.output_names))
+            names = list(output_names(v))
         build.payloads[vid] = _payload(v, seed_outputs if preserving and recipe.mutations and not training else None)
         build.variants.append(BuiltVariant(
             index=index, variant_id=vid, recipe=recipe, semantics_preserving=preserving, graph_hash=v.graph_hash,

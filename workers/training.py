@@ -14,6 +14,8 @@ A reproducer copies ``train_step`` and what it calls, so it decides as the campa
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.fx as fx
 
@@ -128,8 +130,6 @@ class Trainer:
         self.random = draws_randomly(gm)
 
     def _same_draws(self):
-        import contextlib
-
         import torch._inductor.config as inductor_config
 
         return inductor_config.patch(fallback_random=True) if self.random else contextlib.nullcontext()
