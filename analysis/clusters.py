@@ -38,14 +38,16 @@ LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong an
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
-        "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops"]
+        "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops", "culprit",
+        "culprit_layer", "culprit_step", "culprit_info", "bisect_s"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
            "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
            "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
-           "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "merged", "known"]
+           "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "culprit",
+           "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "merged", "known"]
 LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
-                "merged")
+                "culprit_steps", "merged")
 
 
 def _col(df: pd.DataFrame, name: str, default=None) -> pd.Series:
@@ -149,7 +151,22 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
             rep_value = pd.Series(_text(rows.loc[first, c]).to_numpy(), index=order.loc[first, "c"].to_numpy())
             out[c] = out[c].where(~behaviour, rep_value.reindex(out.index))
     out["message"] = pd.Series(_col(rows, "message").loc[first].to_numpy(), index=order.loc[first, "c"].to_numpy())
+    _culprits(out, rows, cid)
     return out.reset_index()
+
+
+def _culprits(out: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> None:
+    """What bisection said of a cluster (``workers.culprit``): the layer its runs were attributed to
+    (most frequent), the applications (``subsystem #step``) and the cost: runs bisected, median and
+    worst seconds."""
+    out["culprit_layer"] = _lists(cid, _col(rows, "culprit_layer")).map(lambda v: v[0] if v else None)
+    step = pd.to_numeric(_col(rows, "culprit_step"), errors="coerce")
+    where = _col(rows, "culprit_info").astype(object).where(step.notna())
+    out["culprit_steps"] = _lists(cid, pd.Series([f"{w} #{int(s)}" if isinstance(w, str) else None
+                                                  for w, s in zip(where, step)], index=rows.index, dtype=object))
+    cost = pd.DataFrame({"c": cid, "s": pd.to_numeric(_col(rows, "bisect_s"), errors="coerce")}).dropna()
+    g = cost.groupby("c")["s"]
+    out["bisected"], out["bisect_s"], out["bisect_max_s"] = g.size(), g.median(), g.max()
 
 
 def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu",
@@ -169,8 +186,9 @@ def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eage
     out["vendor"] = out["vendor"].astype(bool)
     for c in LIST_COLUMNS:
         out[c] = out[c].map(lambda v: [x for x in v if x not in (MISSING, None)] if isinstance(v, list) else [])
-    for c in ("unmutated", "inherited"):
+    for c in ("unmutated", "inherited", "bisected"):
         out[c] = out[c].fillna(0).astype(int)
+    out["culprit"] = out["culprit"].where(out["culprit"].notna() & (out["culprit"] != MISSING), None)
     explanation = out["explanation"].astype(object)
     out["explanation"] = explanation.where(explanation.notna() & (explanation != MISSING), None)
     out = merge(order(out), minimised or {})

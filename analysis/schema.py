@@ -14,9 +14,9 @@ import pyarrow as pa
 
 from core.bugs import Status
 
-SCHEMA_VERSION = 4  # 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
+SCHEMA_VERSION = 5  # 5: compiler attribution and pass coverage; 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
 # probe); 1: the example only
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 @dataclass
@@ -79,6 +79,15 @@ class RunRecord:
     align_error: str | None = None  # why tier 2 could not locate the divergence
     align_s: float | None = None  # seconds tier 2 took (its prepares and node-by-node runs)
     grad_ops: list[str] = field(default_factory=list)  # training: the backward operators of the located node
+    culprit: str | None = None  # backend:subsystem:pass that causes a compiler finding (workers.culprit); in its key
+    culprit_backend: str | None = None  # the first torch.compile backend that shows it (or the stack, for a differential)
+    culprit_subsystem: str | None = None  # e.g. post_grad_passes, lowerings, decomposition; a stack's optimisation step
+    culprit_step: int | None = None  # the subsystem application after which it appears
+    culprit_info: str | None = None  # that application's debug info: the pass, decomposition or node
+    culprit_layer: str | None = None  # optimiser, kernel, conversion or kernel-or-conversion: whose team it goes to
+    bisect_s: float | None = None  # seconds the attribution took on this run (null: inherited or not attributed)
+    bisect_compiles: int | None = None  # fresh compiles the bisection made
+    bisect_error: str | None = None  # why no culprit was had, or where it was inherited from
     explanation: str | None = None  # core.bugs.Explanation: the hypothesis that eager reproduces it (workers.explain)
     explain_ratio: float | None = None  # the target's error over eager's under that hypothesis
     task_metric: str | None = None
@@ -98,6 +107,9 @@ class RunRecord:
     input_checksum: str | None = None
     weight_checksum: str | None = None
     backend_info: str = "{}"  # JSON: what the stack reported (e.g. inference precision)
+    compiler: str | None = None  # inductor or aot_autograd through torch.compile, inductor-aot without it
+    compiler_passes: list[str] = field(default_factory=list)  # the Inductor passes that ran: pass coverage
+    compiler_patterns: list[str] = field(default_factory=list)  # its pattern-matcher patterns that fired
     host: str = ""
     worker: str = ""
     worker_s: float | None = None

@@ -49,20 +49,42 @@ def describe(row) -> str:
     behaviour an explanation names, with its ops and dtypes."""
     if row.kind == Kind.CRASH:
         at = f" at {row.failing_op}" if _given(getattr(row, "failing_op", None)) else ""
-        return f"{str(row.error_type).rsplit('.', 1)[-1]}{at}: {row.template}"
+        return f"{_caused(row)}{str(row.error_type).rsplit('.', 1)[-1]}{at}: {row.template}"
     explanation = getattr(row, "explanation", None)
     if _given(explanation):
         ops = getattr(row, "ops", None)
         on = f" at {_items(ops)}" if ops is not None and len(ops) else ""
         return f"explained: {explanation}{on} ({_items(getattr(row, 'output_dtypes', None) or [row.output_dtype])})"
-    where = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
+    ops = getattr(row, "ops", None)
+    where = f" at {row.first_div_op}" if _given(row.first_div_op) else \
+        f" at {_items(ops)}" if _given(getattr(row, "culprit", None)) and ops is not None and len(ops) else ""
     grad_ops = getattr(row, "grad_ops", None)
     if str(row.symptom).startswith("grad") and grad_ops is not None and len(grad_ops):
         where += f" (backward: {_items(grad_ops)})"
     band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
     modes = getattr(row, "modes", None)
     mode = "training: " if modes is not None and list(modes) == ["training"] else ""
-    return f"{mode}{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
+    return f"{_caused(row)}{mode}{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
+
+
+def culprit_text(row) -> str:
+    """What bisection named, in words: ``post_grad_passes: post_grad_custom_post_pass (inductor,
+    optimiser)``; an AOTAutograd or decomposition finding says so; empty when nothing was named."""
+    culprit, layer = getattr(row, "culprit", None), getattr(row, "culprit_layer", None)
+    if not _given(culprit):
+        return f"{layer} (bisected, no pass named)" if _given(layer) else ""
+    backend, _, rest = str(culprit).partition(":")
+    subsystem, _, name = rest.partition(":")
+    if backend.startswith("aot_eager") or backend == "eager":
+        whose = {"eager": "Dynamo", "aot_eager": "AOTAutograd"}.get(backend, "a decomposition or the partitioner")
+        return f"{subsystem}{': ' + name if name else ''} ({backend}: {whose}, before Inductor)"
+    return f"{subsystem}{': ' + name if name else ''} ({backend}{', ' + layer if _given(layer) else ''})"
+
+
+def _caused(row) -> str:
+    """The pass first, where one was named: it is what tells two compiler clusters apart."""
+    culprit = getattr(row, "culprit", None)
+    return f"[{str(culprit).split(':')[-1]}] " if _given(culprit) else ""
 
 
 def _where(row) -> str:

@@ -18,6 +18,9 @@ divergence that eager reproduces when made to compute the way a hypothesis says 
 *behaviour*: its key is the stack and the explanation alone, so one precision default is one
 cluster that lists its ops, seeds and dtypes. Explanations that name no defect at all (reduction
 order, an ill-conditioned reference, amplified rounding) make ``benign`` clusters, kept apart.
+A compiler finding whose cause was bisected to a pass (``culprit``: backend, subsystem and pass,
+``workers.culprit``) is keyed by that pass in place of its op: one pass that breaks two ops is one
+bug, one op that two passes break is two; a key without a culprit keeps the id it always had.
 
 Nothing here imports torch; pyarrow is imported by the functions that need it.
 """
@@ -141,10 +144,11 @@ DIVERGENT = (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT, Verdict.ILL_
 DIVERGENT_VERDICTS = (*DIVERGENT, Verdict.AMPLIFIED)
 VENDOR_STAGES = (Stage.CONVERT, Stage.COMPILE, Stage.RUN)
 
-FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "failing_op", "template")
-DIVERGENCE_FIELDS = ("stack_device", "verdict", "symptom", "first_div_op", "output_dtype", "explanation")
+FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "failing_op", "template", "culprit")
+DIVERGENCE_FIELDS = ("stack_device", "verdict", "symptom", "first_div_op", "output_dtype", "explanation", "culprit")
 KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
-               "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree")  # what a key reads
+               "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree",
+               "culprit")  # what a key reads
 MISSING = "-"
 
 
@@ -170,8 +174,10 @@ class BugKey:
 
     @property
     def id(self) -> str:
-        """The cluster id: ``c-`` or ``d-`` and the key's hash."""
-        return f"{self.kind[0]}-{key_id(self.kind, *self.parts)}"
+        """The cluster id: ``c-`` or ``d-`` and the key's hash (a key with no culprit hashes as it
+        did before culprits were part of keys)."""
+        parts = self.parts[:-1] if self.parts[-1] == MISSING else self.parts
+        return f"{self.kind[0]}-{key_id(self.kind, *parts)}"
 
     def shown_by(self, other: BugKey | None, ops: list[str] = ()) -> bool:
         """Whether a run with key ``other`` on a graph holding ``ops`` shows this bug (the reducer's
@@ -182,10 +188,10 @@ class BugKey:
         if other is None or other.kind != self.kind:
             return False
         if self.kind == Kind.CRASH:
-            return other.parts == self.parts
+            return other.parts[:-1] == self.parts[:-1]  # a candidate's run is not bisected
         if self["explanation"] != MISSING:
             return other["stack_device"] == self["stack_device"]
-        skip = {"first_div_op", "explanation"}
+        skip = {"first_div_op", "explanation", "culprit"}
         same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
         op = self["first_div_op"]
         return same and (op == MISSING or op in ops)
@@ -247,21 +253,25 @@ def bug_keys(table: pa.Table) -> pa.Table:
     def unless_explained(a):  # a behaviour's key is its backend and explanation alone
         return pc.if_else(explained, MISSING, a)
 
+    culprit = text(col("culprit"))  # the pass that causes a compiler finding (workers.culprit)
+    named = pc.not_equal(culprit, MISSING)
+
     parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
              "error_type": text(col("error_type")),
              "failing_op": pc.if_else(limit, MISSING, text(failing_op_unique(col("message")))),  # a limit's tail: incidental
              "template": text(tpl), "verdict": unless_explained(text(verdict)),
              "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
-             "first_div_op": unless_explained(text(col("first_div_op"))),
+             "first_div_op": unless_explained(pc.if_else(named, MISSING, text(col("first_div_op")))),
              "output_dtype": unless_explained(text(col("output_dtype"))), "explanation": explanation,
-             "band": error_band(col("tol_ratio", pa.float64()))}
+             "culprit": culprit, "band": error_band(col("tol_ratio", pa.float64()))}
     benign = pc.and_(discrepancy, among(explanation, BENIGN))
     none = pa.scalar(None, pa.string())
     kind = pc.if_else(failed, str(Kind.CRASH), pc.if_else(benign, str(Kind.BENIGN),
                                                           pc.if_else(discrepancy, str(Kind.DISCREPANCY), none)))
     sep = "\x1f"
-    joined = pc.if_else(failed, pc.binary_join_element_wise(kind, *(parts[f] for f in FAILURE_FIELDS), sep),
-                        pc.binary_join_element_wise(kind, *(parts[f] for f in DIVERGENCE_FIELDS), sep))
+    joined = pc.if_else(failed, pc.binary_join_element_wise(kind, *(parts[f] for f in FAILURE_FIELDS[:-1]), sep),
+                        pc.binary_join_element_wise(kind, *(parts[f] for f in DIVERGENCE_FIELDS[:-1]), sep))
+    joined = pc.if_else(named, pc.binary_join_element_wise(joined, culprit, sep), joined)  # ids without one: as before
     encoded = pc.dictionary_encode(joined)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()

@@ -268,7 +268,7 @@ def _resolve(config: dict, source: str) -> Campaign:
         run=RunSettings(**r),
         compare=CompareSettings(Settings.from_dict({k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")}),
                                 cmp_cfg["sweep"], cmp_cfg["detection_adapter"], cmp_cfg["align"],
-                                cmp_cfg["align_scope"], cmp_cfg["explain"]),
+                                cmp_cfg["align_scope"], cmp_cfg["explain"], cmp_cfg["bisect"]),
         probes=ProbeSettings(config["probes"]["per_variant"], tuple(config["probes"]["kinds"]), config["seed"]),
         sizes=SizeSettings(config["sizes"]["per_seed"], config["sizes"]["variants"],
                            tuple(sorted(set(config["sizes"]["values"])))),

@@ -91,7 +91,8 @@ SCHEMA = {
             "detection_adapter": {"type": "boolean"},
             "align": {"type": "boolean"},
             "align_scope": {"enum": ["seed", "run"]},
-            "explain": {"type": "boolean"}}},
+            "explain": {"type": "boolean"},
+            "bisect": {"type": "boolean"}}},
         "ray": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": ["string", "null"]},
             "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
@@ -119,7 +120,7 @@ DEFAULTS = {
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 1000},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
                 "detection_adapter": True, "align": True,
-                "align_scope": "seed", "explain": True},
+                "align_scope": "seed", "explain": True, "bisect": True},
     "ray": {"address": None, "num_cpus": None},
 }
 

@@ -50,6 +50,10 @@ class Location:
     amplified: bool = False
     grad_ops: tuple = ()  # training: the backward operators of the located node
 
+    @property
+    def done(self) -> bool:
+        return bool(self.op)
+
     @classmethod
     def of(cls, variant_id: str, figures: dict) -> Location:
         return cls(variant_id, figures.get("first_div_node"), figures.get("first_div_op"),
@@ -69,7 +73,8 @@ class Location:
 class AlignLedger:
     """Tier 2 once per case (``compare.align_scope: seed``): bisection is a dozen compiles a run,
     and a seed's variants mostly diverge the same way. The first run to claim a case locates it;
-    the others inherit its location. One per campaign, shared by every worker as a Ray actor."""
+    the others inherit its location. One per campaign, shared by every worker as a Ray actor; it
+    keeps compiler attributions (``workers.culprit.Culprit``) the same way, under their own cases."""
 
     def __init__(self):
         self.cases: dict[str, Location] = {}
@@ -81,8 +86,8 @@ class AlignLedger:
         self.cases[case] = Location(variant_id)
         return None
 
-    def settle(self, case: str, location: Location) -> None:
-        if location.op:
+    def settle(self, case: str, location) -> None:
+        if location.done:
             self.cases[case] = location
         else:  # tier 2 failed there: the next run of the case tries again
             self.cases.pop(case, None)

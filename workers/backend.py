@@ -71,6 +71,10 @@ class Backend:
     # share one deserialised variant; every other stack gets its own copy.
     leaves_variant_intact = False
     compile_error_modules: tuple = ()  # lazy compilers: these modules' errors on the first call are compile errors
+    # Option sets that turn its optimisations off, each step more (name, options): a finding the
+    # unoptimised stack does not show is its optimiser's (workers.culprit). torch.compile stacks need
+    # none: PyTorch's CompilerBisector attributes theirs.
+    unoptimised: tuple = ()
     prepare_fn = None  # staticmethod(gm, example_inputs, device, options) -> (callable, info dict)
     plugin: type | None = None  # the third-party class an adapted backend wraps
 
@@ -141,6 +145,7 @@ def adapt(cls: type) -> type[Backend]:
         trains = bool(getattr(cls, "trains", False))
         leaves_variant_intact = bool(getattr(cls, "leaves_variant_intact", False))
         compile_error_modules = tuple(getattr(cls, "compile_error_modules", ()))
+        unoptimised = tuple(getattr(cls, "unoptimised", ()))
         plugin = cls
 
         def __init__(self, **options):

@@ -26,6 +26,7 @@ from .messages import Execution, PayloadReply
 from .outcome import RunOutcome
 from .probes import Probe, ProbeSettings, choose, probed, roles, run_probes
 from .sandbox import RAISED, REPLY, rss_bytes
+from .culprit import bisect, inductor_counters
 from .training import Trainer
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
@@ -84,6 +85,14 @@ def same_bits(a: list, b: list) -> bool:
         elif x != y:
             return False
     return True
+
+
+def _prepared(backend, variant, inputs: tuple, device: str):
+    """The backend's callable on the variant: its forward, or in training its training step (the
+    parameters go where the inputs are)."""
+    if variant.mode == Mode.TRAINING:
+        return Trainer(variant.gm, backend.input_device or device).prepare(backend, inputs, device)
+    return backend.prepare(variant.gm, inputs, device)
 
 
 def first_call_stage(backend, exc: BaseException) -> Stage:
@@ -167,11 +176,10 @@ class Executor:
             training = variant.mode == Mode.TRAINING
             if training and not backend.trains:
                 raise NotImplementedError(f"{spec.stack} does not train (its prepared callable is not differentiable)")
-            with torch.enable_grad() if training else torch.no_grad():
+            with torch.enable_grad() if training else torch.no_grad(), inductor_counters() as compiled:
                 t0 = started = time.perf_counter()
                 try:
-                    fn = Trainer(variant.gm, device).prepare(backend, inputs, spec.device) if training else \
-                        backend.prepare(variant.gm, inputs, spec.device)
+                    fn = _prepared(backend, variant, inputs, spec.device)
                 except Exception as e:
                     stage = stage_of(e, stage)
                     raise
@@ -209,7 +217,46 @@ class Executor:
             result.stage, result.status = stage, status_of_error(d["error_type"], d["message"])
         finally:
             self._release(device)
+            result.compiler = compiled.get("compiler") if compiled.get("via_dynamo", True) else \
+                compiled.get("compiler") and f"{compiled['compiler']}-aot"
+            result.compiler_passes = compiled.get("compiler_passes", [])
+            result.compiler_patterns = compiled.get("compiler_patterns", [])
         return Execution(result, outputs, probe_runs)
+
+    def bisect(self, variant_id: str, spec, probe: Probe, reference: list, settings, error_type: str | None) -> dict:
+        """PyTorch's ``CompilerBisector`` on one finding of a torch.compile stack (``workers.culprit``):
+        each step compiles the probe's variant afresh and calls it once; the finding is present while
+        the outputs differ from ``reference`` at ``settings`` (a divergence) or the call raises
+        ``error_type`` (a failure)."""
+        import torch
+
+        from core.ir import Variant, clone_exact, tensor_from_wire
+
+        from .compare import compare
+
+        reference = [tensor_from_wire(x) if isinstance(x, dict) else x for x in reference]
+        self._settle()
+        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        backend = spec.create()
+        device = backend.input_device or spec.device
+        inputs = tuple(t.to(device) for t in variant.inputs)
+
+        def good() -> bool:
+            torch._dynamo.reset()
+            try:
+                with torch.enable_grad() if variant.mode == Mode.TRAINING else torch.no_grad():
+                    out = to_host(_prepared(spec.create(), variant, inputs, spec.device)(
+                        *(clone_exact(t) for t in inputs)))
+            except Exception as e:  # noqa: BLE001 - the failure under test, or another (not this finding)
+                return error_type is None or type(e).__name__ != error_type
+            return error_type is not None or compare(out, reference, settings).passed
+
+        try:
+            if good():
+                return {"bisect_error": "did not show again when compiled afresh"}
+            return bisect(good)
+        finally:
+            self._release(spec.device)
 
     def align(self, variant_id: str, spec, settings, reference_device: str = "cpu", probe: Probe = Probe(),
               wrong_grads: tuple = ()) -> dict:

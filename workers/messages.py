@@ -54,6 +54,7 @@ class JudgeSettings:
     ledger: object = None  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run
     probes: ProbeSettings | None = None  # None: the example inputs alone
     explain: bool = True  # test explanation hypotheses on eager for divergent runs (workers.explain)
+    bisect: bool = True  # attribute a finding inside its stack, once per case (workers.culprit)
 
 
 @dataclass

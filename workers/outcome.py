@@ -33,6 +33,9 @@ class RunOutcome:
     input_checksum: str | None = None
     weight_checksum: str | None = None
     backend_info: dict = field(default_factory=dict)
+    compiler: str | None = None  # inductor, aot_autograd (through torch.compile) or inductor-aot: what compiled it
+    compiler_passes: list = field(default_factory=list)  # the Inductor passes that ran (workers.culprit)
+    compiler_patterns: list = field(default_factory=list)  # its pattern-matcher patterns that fired
     versions: dict = field(default_factory=dict)  # torch, python, os of the worker that ran it
     figures: dict = field(default_factory=dict)  # comparison columns (compare.Verdict.columns and later tiers)
     host: str = ""

@@ -19,6 +19,7 @@ import torch
 from core.ir import tensor_from_wire, tensor_to_wire
 
 from .align import Location, align_case
+from .attribution import attribute_findings
 from .compare import compare
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
@@ -254,6 +255,8 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                         located[symptom_located] = o
                     if o.figures.get("amplified"):
                         o.figures["verdict"] = Verdict.AMPLIFIED
+    if s.bisect:
+        attribute_findings(job, outcomes, specs, known, s.reference, request.seed_id, s.ledger)
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share

@@ -74,6 +74,8 @@ class OnnxRuntime(Backend):
     packages = ("onnx", "onnxscript")
     input_device = "cpu"
     prepare_fn = staticmethod(prepare_onnxruntime)
+    unoptimised = (("graph_optimizations", {"graph_optimization_level": "disabled"}),
+                   ("exporter_optimizer", {"graph_optimization_level": "disabled", "optimize": False}))
 
     @classmethod
     def known_options(cls):

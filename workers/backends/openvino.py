@@ -73,6 +73,7 @@ class OpenVino(Backend):
     module = "openvino"
     input_device = "cpu"
     prepare_fn = staticmethod(prepare_openvino)
+    unoptimised = (("snippets", {"SNIPPETS_MODE": "DISABLE"}),)  # the CPU plugin's fused-subgraph code generation
 
     @classmethod
     def known_options(cls):
@@ -80,7 +81,7 @@ class OpenVino(Backend):
         try:
             import openvino as ov
 
-            return ["threads", *sorted(ov.Core().get_property("CPU", "SUPPORTED_PROPERTIES"))]
+            return ["threads", "SNIPPETS_MODE", *sorted(ov.Core().get_property("CPU", "SUPPORTED_PROPERTIES"))]
         except Exception:  # noqa: BLE001 - not installed here: the workers that run it will say
             return None
 

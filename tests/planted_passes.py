@@ -1,0 +1,54 @@
+"""A test-only compiler whose passes miscompile, loaded by ``tests.planted_passes:MiscompilingInductor``.
+
+It is Inductor with three of its own graph passes, each wrong for one pattern, planted in the
+places Inductor gives custom passes (its pre-grad, joint-graph and post-grad hooks):
+
+- ``pre_grad_custom_pass`` turns a ``relu`` into a ``leaky_relu`` (slope 0.1);
+- ``joint_custom_pre_pass`` turns a ``sub`` into an ``add``;
+- ``post_grad_custom_post_pass`` multiplies by 0.5 more than a ``mul`` asks for.
+
+Each shows at an ordinary op of any graph that has it; CompilerBisector should name each pass.
+"""
+from __future__ import annotations
+
+import torch
+
+from workers.backend import Backend
+from workers.backends.inductor import prepare_inductor
+
+aten = torch.ops.aten
+
+
+def relu_to_leaky(graph):
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is aten.relu.default:
+            n.target, n.args = aten.leaky_relu.default, (n.args[0], 0.1)
+
+
+def sub_to_add(graph):
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is aten.sub.Tensor:
+            n.target = aten.add.Tensor
+
+
+def halve_mul(graph):
+    for n in list(graph.nodes):
+        if n.op == "call_function" and n.target is aten.mul.Tensor and not n.meta.get("planted"):
+            with graph.inserting_after(n):
+                half = graph.call_function(aten.mul.Tensor, (n, 0.5))
+            half.meta.update(n.meta, planted=True)
+            n.replace_all_uses_with(half, delete_user_cb=lambda user: user is not half)
+
+
+PASSES = {"pre_grad_custom_pass": relu_to_leaky, "joint_custom_pre_pass": sub_to_add,
+          "post_grad_custom_post_pass": halve_mul}
+
+
+class MiscompilingInductor(Backend):
+    name = "miscompiling-inductor"
+    trains = True
+    compile_error_modules = ("torch._dynamo", "torch._inductor")
+
+    def prepare(self, gm, example_inputs, device):
+        run, self.info = prepare_inductor(gm, example_inputs, device, {**PASSES, **self.options})
+        return run

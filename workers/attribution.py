@@ -1,0 +1,119 @@
+"""Attribute a variant's compiler findings inside their stacks, once per case (``workers.culprit``).
+
+Runs after the judge and tier 2, on what they found: a target-divergent run that no hypothesis
+explains, or a run that raised at compile or run time, of a stack that compiled it through
+``torch.compile`` (bisected in the sandbox by ``Executor.bisect``) or that names option sets
+without its optimisations (run again with each, here). A case is (seed, stack, bug key), as for
+tier 2: the first run of a case is attributed, the others inherit the culprit (the ledger), so
+bisection costs once per cluster and seed, not once per run, and what it cost is ``bisect_s``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from core.bugs import COMPLETED, Stage, Status, Verdict, bug_key
+
+from .compare import compare
+from .culprit import KERNEL_OR_CONVERSION, OPTIMISER, Culprit
+from .executor import Executor
+from .probes import EXAMPLE, Probe
+from .sandbox import Fault, RemoteError
+
+TORCH_COMPILERS = ("inductor", "aot_autograd")
+BISECT_TIMEOUTS = 40  # a bisection is up to ~30 fresh compiles: this many of the backend's run limits
+
+
+def _finding(o) -> str | None:
+    """``divergence``, ``failure`` or None: what of this run a culprit would explain."""
+    if o.status in COMPLETED and o.figures.get("verdict") == Verdict.TARGET_DIVERGENT \
+            and not o.figures.get("explanation"):
+        return "divergence"
+    if o.status == Status.ERROR and o.stage in (Stage.COMPILE, Stage.RUN):
+        return "failure"
+    return None
+
+
+def attributable(o, spec) -> bool:
+    return _finding(o) is not None and (o.compiler in TORCH_COMPILERS or bool(spec.backend_cls().unoptimised))
+
+
+def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:
+    """Give each attributable run its culprit figures: found here, or inherited from its case."""
+    from .runner import _ask
+
+    done: dict[tuple, Culprit] = {}
+    for o in outcomes:
+        spec = specs.get(o.backend)
+        if spec is None or not attributable(o, spec):
+            continue
+        key = bug_key(o.key_fields())
+        case = (o.backend, key.id if key else "")
+        if case in done:
+            done[case].inherit(o.figures)
+            continue
+        ledger_case = f"culprit|{seed_id}|{o.backend}|{case[1]}"
+        claimed = _ask(ledger.claim, ledger_case, job.vid) if ledger is not None else None
+        if claimed is not None:
+            claimed.inherit(o.figures)
+            done[case] = claimed
+            continue
+        probe = next((p for p in job.probes if p.name == o.probe), Probe())
+        ref = known.get((reference, o.probe))
+        t0 = time.perf_counter()
+        figures = bisect_run(job, spec, o, probe, ref) if o.compiler in TORCH_COMPILERS else \
+            differential(job, spec, o, probe, ref)
+        figures.setdefault("bisect_s", time.perf_counter() - t0)
+        o.figures.update(figures)
+        culprit = Culprit.of(job.vid, o.figures)
+        done[case] = culprit
+        if ledger is not None:
+            _ask(ledger.settle, ledger_case, culprit)
+
+
+def bisect_run(job, spec, o, probe: Probe, ref) -> dict:
+    """PyTorch's CompilerBisector on the run, in the variant's sandbox."""
+    from .runner import _packed
+
+    failure = o.error_type if _finding(o) == "failure" else None
+    if failure is None and not isinstance(ref, list):
+        return {"bisect_error": "no reference outputs to bisect against"}
+    try:
+        job._load()
+        reply = job.sb.request(Executor.bisect, job.vid, spec, probe, _packed(ref) if ref else [],
+                               job.s.compare, failure, timeout=(spec.timeout_s or job.s.timeout_s) * BISECT_TIMEOUTS)
+    except RemoteError as e:
+        return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
+    if isinstance(reply, Fault):
+        job.loaded = False
+        return {"bisect_error": f"{reply.status} {reply.cause or ''}".strip()}
+    return reply
+
+
+def differential(job, spec, o, probe: Probe, ref) -> dict:
+    """The stack again with its optimisations off, step by step (``Backend.unoptimised``): the first
+    step that no longer shows the finding names the optimiser part that causes it; a finding every
+    step shows is in a kernel or the conversion."""
+    failure = _finding(o) == "failure"
+    stack = spec.backend_cls()
+    for step, options in stack.unoptimised:
+        quiet = dataclasses.replace(spec, options={**spec.options, **options})
+        reply = job._run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
+        if isinstance(reply, Fault):
+            return {"bisect_error": f"{step}: {reply.status} {reply.cause or ''}".strip()}
+        if probe.kind == EXAMPLE:
+            status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, reply.outputs
+        elif reply.probes:
+            run = reply.probes[0]
+            status, error_type, outputs = run.status, run.error_type, run.outputs
+        else:  # the unoptimised stack failed before the probe could run
+            status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, None
+        if failure:
+            shown = status != Status.OK and error_type == o.error_type
+        else:
+            shown = status != Status.OK or outputs is None or not compare(outputs, ref, job.s.compare).passed
+        if not shown:
+            return Culprit(job.vid, spec.stack, step, None, ", ".join(f"{k}={v}" for k, v in options.items()),
+                           OPTIMISER, done=True).figures()
+    return Culprit(job.vid, spec.stack, None, None, "shown with every optimisation off", KERNEL_OR_CONVERSION,
+                   done=True).figures()

@@ -1,0 +1,154 @@
+"""Which part of a compiler causes a finding: the stage, pass and application that maintainers ask for.
+
+A miscompilation shows at an ordinary op; its cause is a pass. For a stack that compiles with
+``torch.compile`` (Inductor, or a plug-in that does), PyTorch's own ``CompilerBisector`` finds the
+first backend that shows it (``eager``: Dynamo; ``aot_eager``: AOTAutograd; ``aot_eager_decomp_
+partition``: decompositions and the partitioner; ``inductor``) and, inside it, the subsystem and the
+application after which it appears, with the run's own inputs and tolerances as its predicate
+(``Executor.bisect``). A stack that names option sets without its optimisations
+(``Backend.unoptimised``: ONNX Runtime, OpenVINO) is run so instead, one step at a time
+(``VariantJob.attribute``). Either way the answer is a ``Culprit``: its ``layer`` (``optimiser``,
+``kernel``, ``conversion``) says which of the stack's teams the report goes to, and its ``identity``
+joins the finding's bug key, so that one pass is one cluster whichever op it breaks.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+from dataclasses import dataclass
+
+OPTIMISER, KERNEL, CONVERSION = "optimiser", "kernel", "conversion"
+KERNEL_OR_CONVERSION = "kernel-or-conversion"  # a differential's finding that every unoptimised step shows
+PASS_SUBSYSTEMS = ("pre_grad_passes", "joint_graph_passes", "post_grad_passes")
+CAPTURE_BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition", "aot_eager_decomp_partition_crossref")
+FIGURES = ("culprit_backend", "culprit_subsystem", "culprit_step", "culprit_info", "culprit_layer")
+
+
+def layer_of(backend: str | None, subsystem: str | None) -> str | None:
+    """The team a bisection result goes to: the graph's capture and decompositions are conversion,
+    a pass or a config-gated rewrite is the optimiser, lowering and code generation are kernels."""
+    if backend is None:
+        return None
+    if backend in CAPTURE_BACKENDS:
+        return CONVERSION
+    if subsystem in PASS_SUBSYSTEMS or subsystem in ("layout_optimization", "comprehensive_padding") \
+            or (subsystem or "").startswith("inductor_layout") or (subsystem or "").startswith("inductor_comprehensive"):
+        return OPTIMISER
+    return KERNEL
+
+
+def pass_name(subsystem: str | None, info: str | None) -> str:
+    """What the application's debug info names, without the graph's own numbering: a pass
+    (``post_grad_custom_post_pass``), a decomposition (``aten._softmax.default``), a lowered node's op."""
+    info = (info or "").strip()
+    if subsystem == "lowerings":
+        return re.sub(r"_\d+$", "", info)
+    return info
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A finding's attribution inside its stack; ``done`` once an attribution was tried (found or not)."""
+
+    variant_id: str
+    backend: str | None = None  # the first torch.compile backend (or ``<stack>`` for a differential) that shows it
+    subsystem: str | None = None
+    step: int | None = None  # the subsystem's application number after which it appears
+    info: str | None = None  # that application's debug info (the pass's name)
+    layer: str | None = None  # optimiser, kernel or conversion
+    error: str | None = None  # why no attribution was had
+    done: bool = False
+
+    @property
+    def identity(self) -> str | None:
+        """The part of a bug key that names the pass (or decomposition, lowering, config-gated
+        rewrite) that does it; None when no subsystem is named: then the op stays the identity."""
+        if self.backend is None or self.subsystem is None:
+            return None
+        return ":".join(p for p in (self.backend, self.subsystem, pass_name(self.subsystem, self.info)) if p)
+
+    def figures(self) -> dict:
+        values = dict(zip(FIGURES, (self.backend, self.subsystem, self.step, self.info, self.layer)))
+        out = {k: v for k, v in values.items() if v is not None}
+        if self.identity:
+            out["culprit"] = self.identity
+        if self.error:
+            out["bisect_error"] = self.error
+        return out
+
+    def inherit(self, figures: dict) -> None:
+        """A run of the same case takes this attribution, and says where it came from."""
+        if self.done:
+            figures.update(self.figures())
+            figures["bisect_error"] = f"not run: inherited from {self.variant_id}" + (
+                f" ({self.error})" if self.error else "")
+        else:
+            figures["bisect_error"] = f"not run: being bisected on {self.variant_id}"
+
+    @classmethod
+    def of(cls, variant_id: str, figures: dict) -> Culprit:
+        return cls(variant_id, figures.get("culprit_backend"), figures.get("culprit_subsystem"),
+                   figures.get("culprit_step"), figures.get("culprit_info"), figures.get("culprit_layer"),
+                   figures.get("bisect_error"), True)
+
+
+def bisect(good) -> dict:
+    """``CompilerBisector.do_bisect(good)``, its chatter kept off the worker's output: the culprit
+    figures, ``bisect_compiles`` and ``bisect_error``. ``good()`` compiles afresh and says whether the
+    finding is absent."""
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    calls = [0]
+
+    def counted() -> bool:
+        calls[0] += 1
+        return bool(good())
+
+    chatter = io.StringIO()
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(chatter):
+            result = CompilerBisector.do_bisect(counted)
+    except Exception as e:  # noqa: BLE001 - a bisection that breaks leaves the finding unattributed
+        return {"bisect_error": f"{type(e).__name__}: {str(e)[:200]}", "bisect_compiles": calls[0],
+                "bisect_s": time.perf_counter() - t0}
+    out = {"bisect_compiles": calls[0], "bisect_s": time.perf_counter() - t0}
+    if result is None:
+        out["bisect_error"] = "no torch.compile backend shows it under bisection"
+        return out
+    subsystem = result.subsystem
+    c = Culprit("", result.backend, subsystem, result.bisect_number, result.debug_info,
+                layer_of(result.backend, subsystem), done=True)
+    return {**out, **c.figures()}
+
+
+@contextlib.contextmanager
+def inductor_counters():
+    """Yields a dict that, on exit, holds whether Inductor compiled inside (``torch._dynamo.utils.
+    counters``), which of its passes ran (``compiler_passes``, from its pass timings) and which of
+    its pattern-matcher patterns fired (``compiler_patterns``): a campaign's pass coverage."""
+    import os
+
+    from torch._dynamo.utils import compilation_time_metrics, counters
+
+    found: dict = {}
+    before = os.environ.get("TORCHINDUCTOR_PATTERN_MATCH_DEBUG")
+    os.environ["TORCHINDUCTOR_PATTERN_MATCH_DEBUG"] = "1"  # read per match: per-pattern counts
+    counters.clear()
+    compilation_time_metrics.clear()
+    try:
+        yield found
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_PATTERN_MATCH_DEBUG", None)
+        else:
+            os.environ["TORCHINDUCTOR_PATTERN_MATCH_DEBUG"] = before
+        inductor = counters.get("inductor") or {}
+        if inductor or counters.get("aot_autograd", {}).get("total"):
+            found["compiler"] = "inductor" if inductor else "aot_autograd"
+            found["via_dynamo"] = bool(counters.get("frames", {}).get("ok"))
+        found["compiler_passes"] = sorted(k.removeprefix("pass.") for k in compilation_time_metrics
+                                          if k.startswith("pass."))
+        found["compiler_patterns"] = sorted(counters.get("inductor_pattern_matcher_per_pattern") or {})
