@@ -6,6 +6,7 @@ import json
 import platform
 
 from core.bugs import EXAMPLE_PROBE, Status, Verdict
+from workers.culprit import in_words
 from workers.registry import BackendSpec
 
 
@@ -45,6 +46,7 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         f"On `{target.name}` ({cls.__name__} {version}, options `{json.dumps(target.options)}`), this graph of "
         f"{final.node_count} ATen operator call(s) ({', '.join(f'`{o}`' for o in final.ops)}) {kind}. "
         f"The reproducer {verdict}.", "",
+        *(["## Where in the compiler", "", culprit, ""] if (culprit := in_words(record)) else []),
         "## Reproduce", "",
         "```sh\npython repro.py   # needs torch and the backend's package; inputs.pt holds the inputs and weights\n```",
         "", "```python", code.rstrip(), "```", "",

@@ -152,3 +152,32 @@ def inductor_counters():
         found["compiler_passes"] = sorted(k.removeprefix("pass.") for k in compilation_time_metrics
                                           if k.startswith("pass."))
         found["compiler_patterns"] = sorted(counters.get("inductor_pattern_matcher_per_pattern") or {})
+
+
+def in_words(figures: dict) -> str | None:
+    """A bug report's sentence on a culprit, with the command that checks it; None when there is none."""
+    backend, subsystem = figures.get("culprit_backend"), figures.get("culprit_subsystem")
+    step, info, layer = figures.get("culprit_step"), figures.get("culprit_info"), figures.get("culprit_layer")
+    if not backend:
+        return None
+    if layer == KERNEL_OR_CONVERSION or (subsystem and backend not in CAPTURE_BACKENDS + ("inductor",)):
+        if layer == KERNEL_OR_CONVERSION:
+            return f"`{backend}` shows it with every optimisation off: a kernel or the conversion, not the optimiser."
+        return f"It goes away with `{backend}`'s {subsystem} off (`{info}`): the optimiser's."
+    if backend in CAPTURE_BACKENDS:
+        who = {"eager": "Dynamo's graph capture", "aot_eager": "AOTAutograd"}.get(
+            backend, "a decomposition or the partitioner")
+        what = f"; it goes away with {subsystem} application {step} disabled (`{info}`)" if subsystem else ""
+        return (f"PyTorch's CompilerBisector finds it already with `torch.compile(backend=\"{backend}\")`: "
+                f"{who}, before Inductor{what}.")
+    if subsystem is None:
+        return ("PyTorch's CompilerBisector finds it first in `inductor`, with no subsystem whose disabling "
+                "removes it: code generation or a kernel.")
+    if step is None:  # a config change
+        return f"PyTorch's CompilerBisector: it goes away with Inductor's `{subsystem}` config change."
+    found = (f"PyTorch's CompilerBisector, on the original variant: it goes away with {subsystem} application "
+             f"{int(step)} disabled: `{info}` ({layer}).")
+    if subsystem in PASS_SUBSYSTEMS and info:
+        return found + f" Check: `TORCHINDUCTOR_DISABLED_PASSES={str(info).upper()} python repro.py` passes."
+    return found + (f" Its check on that variant: `TORCH_BISECT_BACKEND={backend} TORCH_BISECT_SUBSYSTEM={subsystem} "
+                    f"TORCH_BISECT_MAX={int(step) - 1}` (applications are counted per graph).")
