@@ -1,9 +1,10 @@
 """What the records say about a divergence's cause beyond its own row, derived before runs are keyed.
 
-Two facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
+Three facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
 was located on another variant of the same seed with the same key, so it takes that run's first
 divergent op (``op_inherited``) and joins the located cluster instead of forming one with no op
-(records written before the ledger handed locations on say only where); and a divergence that the
+(records written before the ledger handed locations on say only where), and likewise takes the
+culprit of a case whose bisection was still running elsewhere; and a divergence that the
 same stack on the same device under another *precision* option of the campaign does not show
 (OpenVINO at its default precision diverges where ``openvino-f32`` agrees, on the same variant
 and probe) is explained by the options (``core.bugs.Explanation.OPTIONS``) when no hypothesis
@@ -23,7 +24,7 @@ from core.bugs import EXAMPLE_PROBE, Explanation, Verdict
 
 CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op and verdict
 NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",
-          "first_div_op", "align_error", "explanation", "backend_options"]
+          "first_div_op", "align_error", "explanation", "backend_options", "culprit", "culprit_layer", "bisect_error"]
 PRECISION_OPTION = re.compile(r"precision|dtype|b?f(?:loat)?16|fp16|f(?:loat)?32|fp32|half|tf32", re.I)
 
 
@@ -48,6 +49,25 @@ def inherit_locations(df: pd.DataFrame) -> pd.Series:
     inherited = np.zeros(len(df), dtype=bool)
     inherited[found["_row"].to_numpy()] = True
     return pd.Series(inherited, index=df.index)
+
+
+def inherit_culprits(df: pd.DataFrame) -> None:
+    """A run whose bisection the ledger left to a run of its case still being bisected takes the culprit
+    (and layer) that the case's bisected runs at its op name most (``df`` is changed)."""
+    waiting = df["culprit"].isna() & df["bisect_error"].astype("string").str.startswith(
+        "not run: being bisected").fillna(False).astype(bool)
+    if not waiting.any():
+        return
+    keys = [*CASE, "first_div_op"]
+    case = pd.DataFrame({c: _text(df[c]) for c in keys}, index=df.index)
+    named = df["culprit"].notna()
+    known = case[named].assign(culprit=df.loc[named, "culprit"], layer=df.loc[named, "culprit_layer"])
+    counts = known.value_counts([*keys, "culprit", "layer"], dropna=False).reset_index()
+    best = counts.sort_values(["count", "culprit"], ascending=[False, True], kind="stable").drop_duplicates(keys)
+    rows = case[waiting].assign(_row=np.flatnonzero(waiting.to_numpy()))
+    found = rows.merge(best[[*keys, "culprit", "layer"]], on=keys, how="inner")
+    df.iloc[found["_row"].to_numpy(), df.columns.get_loc("culprit")] = found["culprit"].to_numpy()
+    df.iloc[found["_row"].to_numpy(), df.columns.get_loc("culprit_layer")] = found["layer"].to_numpy()
 
 
 def _precision_only(options: pd.Series) -> dict[tuple[str, str], bool]:
@@ -101,5 +121,8 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["first_div_op"] = df["first_div_op"].astype(object)
     df["explanation"] = df["explanation"].astype(object)
     df["op_inherited"] = inherit_locations(df)
+    for c in ("culprit", "culprit_layer"):
+        df[c] = df[c].astype(object)
+    inherit_culprits(df)
     explain_by_options(df)
     return df

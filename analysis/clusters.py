@@ -17,6 +17,8 @@ Vectorised: a million records in seconds.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -39,13 +41,14 @@ VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
         "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops", "culprit",
-        "culprit_layer", "culprit_step", "culprit_info", "bisect_s"]
+        "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
            "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
            "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
            "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "culprit",
-           "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "merged", "known"]
+           "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options", "merged",
+           "known"]
 LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
                 "culprit_steps", "merged")
 
@@ -152,7 +155,32 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
             out[c] = out[c].where(~behaviour, rep_value.reindex(out.index))
     out["message"] = pd.Series(_col(rows, "message").loc[first].to_numpy(), index=order.loc[first, "c"].to_numpy())
     _culprits(out, rows, cid)
+    out["shared_options"] = _shared_options(df, rows, cid)
     return out.reset_index()
+
+
+def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.Series:
+    """Per cluster, the options (``k=v``) that every one of its runs had, of those its backend drew more
+    than one value of in the campaign (a target's ``option_space``): what a configuration-only defect needs."""
+    if "backend_options" not in df.columns:
+        return pd.Series(None, index=cid.unique(), dtype=object)
+    drawn = df.groupby("backend")["backend_options"].nunique()
+    drawn = set(drawn[drawn > 1].index)
+    if not drawn:
+        return pd.Series(None, index=cid.unique(), dtype=object)
+    parsed = {s: json.loads(s) for s in rows["backend_options"].dropna().unique()}
+    varying: dict[str, set] = {}
+    for backend in drawn:
+        sets = [json.loads(s) for s in df.loc[df["backend"] == backend, "backend_options"].dropna().unique()]
+        varying[backend] = {k for k in set().union(*sets) if len({json.dumps(o.get(k)) for o in sets}) > 1}
+    out = {}
+    for c, group in rows.groupby(cid, sort=False):
+        common = None
+        for backend, opts in zip(group["backend"], group["backend_options"]):
+            items = {(k, json.dumps(v)) for k, v in parsed.get(opts, {}).items() if k in varying.get(backend, ())}
+            common = items if common is None else common & items
+        out[c] = ", ".join(f"{k}={v}" for k, v in sorted(common)) if common else None
+    return pd.Series(out, dtype=object)
 
 
 def _culprits(out: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> None:

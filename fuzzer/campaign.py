@@ -115,6 +115,13 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
     problem = spec.backend_cls().check_options(spec.options)
     if problem:
         raise CampaignError(f"{source}: {where}.options: {problem}")
+    space = entry.get("option_space") if isinstance(entry, dict) else None
+    for key, values in (space or {}).items():
+        for value in values:
+            problem = spec.backend_cls().check_options({**spec.options, key: value})
+            if problem:
+                raise CampaignError(f"{source}: {where}.option_space.{key}: {problem}")
+    spec.option_space = dict(space or {})
     return spec
 
 

@@ -19,7 +19,8 @@ _BACKEND = {"oneOf": [
     {"type": "object", "additionalProperties": False,
      "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
                     "label": {"type": "string", "pattern": NAME_PATTERN}, "options": {"type": "object"},
-                    "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "mode": _MODES}},
+                    "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "mode": _MODES,
+                    "option_space": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}}},
 ]}
 
 _SELECTION = {

@@ -259,7 +259,8 @@ class Driver:
     def _submit_run(self, actor, vw: VariantWork) -> None:
         device = vw.devices[0]
         home_runs = (self.ref_name, self.oracle_name) if device == self.home else ()
-        specs = [s for n, s in self.specs.items() if s.device == device and (n in vw.missing or n in home_runs)]
+        specs = [s.for_variant(vw.variant.variant_id, self.c.seed) for n, s in self.specs.items()
+                 if s.device == device and (n in vw.missing or n in home_runs)]
         seed = vw.build.seed
         request = RunRequest(vw.variant.variant_id, vw.build.seed_id, vw.payload, specs, self.judge,
                              seed.output_kind if seed else "tensor", vw.variant.output_names, vw.variant.mode)

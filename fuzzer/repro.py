@@ -7,6 +7,7 @@ imported; a reproducer that does not fail every time is marked flaky, with how o
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -123,6 +124,9 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                          f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
     c = _campaign(run_dir, allow_plugins)
     target = next(s for s in c.backends.all() if s.name == record["backend"])
+    if target.option_space:  # the option set this run drew from its space, replayed exactly
+        target = dataclasses.replace(target, options=json.loads(record.get("backend_options") or "{}"),
+                                     option_space={})
     recipe = Recipe.from_json(record["recipe"])
     variant = replay(recipe, c.capture.max_params)
     if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:

@@ -52,3 +52,18 @@ class MiscompilingInductor(Backend):
     def prepare(self, gm, example_inputs, device):
         run, self.info = prepare_inductor(gm, example_inputs, device, {**PASSES, **self.options})
         return run
+
+
+class FastMathEager(Backend):
+    """Eager, but with ``fast: true`` (its default) ``tanh`` is computed by a rational approximation
+    that is wrong for |x| > 1: a defect of its "optimiser" that the unoptimised option set lacks."""
+
+    name = "fast-math-eager"
+    unoptimised = (("fast_math", {"fast": False}),)
+
+    def prepare(self, gm, example_inputs, device):
+        if not self.options.get("fast", True):
+            return gm
+        from .numeric_backends import _retargeted
+
+        return _retargeted(gm, (aten.tanh.default,), lambda x: x * (27 + x * x) / (27 + 9 * x * x))

@@ -79,11 +79,12 @@ class AlignLedger:
     def __init__(self):
         self.cases: dict[str, Location] = {}
 
-    def claim(self, case: str, variant_id: str) -> Location | None:
-        """None: locate it, then ``settle``. Otherwise where it is (being) located."""
+    def claim(self, case: str, variant_id: str, pending=None) -> Location | None:
+        """None: locate it, then ``settle``. Otherwise where it is (being) located. ``pending``: what a
+        later claim gets meanwhile (default: a Location without an op)."""
         if case in self.cases:
             return self.cases[case]
-        self.cases[case] = Location(variant_id)
+        self.cases[case] = pending if pending is not None else Location(variant_id)
         return None
 
     def settle(self, case: str, location) -> None:

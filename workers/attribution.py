@@ -53,7 +53,7 @@ def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference:
             done[case].inherit(o.figures)
             continue
         ledger_case = f"culprit|{seed_id}|{o.backend}|{case[1]}"
-        claimed = _ask(ledger.claim, ledger_case, job.vid) if ledger is not None else None
+        claimed = _ask(ledger.claim, ledger_case, job.vid, Culprit(job.vid)) if ledger is not None else None
         if claimed is not None:
             claimed.inherit(o.figures)
             done[case] = claimed
@@ -113,7 +113,5 @@ def differential(job, spec, o, probe: Probe, ref) -> dict:
         else:
             shown = status != Status.OK or outputs is None or not compare(outputs, ref, job.s.compare).passed
         if not shown:
-            return Culprit(job.vid, spec.stack, step, None, ", ".join(f"{k}={v}" for k, v in options.items()),
-                           OPTIMISER, done=True).figures()
-    return Culprit(job.vid, spec.stack, None, None, "shown with every optimisation off", KERNEL_OR_CONVERSION,
-                   done=True).figures()
+            return Culprit(job.vid, spec.stack, step, None, None, OPTIMISER, done=True).figures()
+    return Culprit(job.vid, spec.stack, None, None, None, KERNEL_OR_CONVERSION, done=True).figures()

@@ -163,7 +163,7 @@ def in_words(figures: dict) -> str | None:
     if layer == KERNEL_OR_CONVERSION or (subsystem and backend not in CAPTURE_BACKENDS + ("inductor",)):
         if layer == KERNEL_OR_CONVERSION:
             return f"`{backend}` shows it with every optimisation off: a kernel or the conversion, not the optimiser."
-        return f"It goes away with `{backend}`'s {subsystem} off (`{info}`): the optimiser's."
+        return f"It goes away with `{backend}`'s {subsystem} off, all else the same: its optimiser's."
     if backend in CAPTURE_BACKENDS:
         who = {"eager": "Dynamo's graph capture", "aot_eager": "AOTAutograd"}.get(
             backend, "a decomposition or the partitioner")

@@ -7,7 +7,8 @@ with no change to gapfuzz. Every class is adapted to ``Backend`` once, as it is 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+import random
+from dataclasses import asdict, dataclass, field, replace
 
 from core.registry import PluginError, Registry, import_module
 
@@ -68,6 +69,7 @@ class BackendSpec:
     cls_path: str | None = None  # module:Class for a stack loaded from a path
     timeout_s: float | None = None  # this backend's limit per run; None: the campaign's
     modes: tuple = ("inference",)  # core.bugs.Mode values: the runs it gets (training only if it trains)
+    option_space: dict = field(default_factory=dict)  # option -> values: each variant draws one set (for_variant)
 
     @property
     def name(self) -> str:
@@ -85,6 +87,16 @@ class BackendSpec:
 
     def unavailable_reason(self) -> str | None:
         return self.backend_cls().unavailable_reason(self.device)
+
+    def for_variant(self, variant_id: str, campaign_seed: int) -> BackendSpec:
+        """This backend with one option set drawn from its ``option_space`` for one variant: the same
+        draw on every run, resume and worker (a null value leaves the stack's default)."""
+        if not self.option_space:
+            return self
+        rng = random.Random(f"{campaign_seed}|{self.name}|{variant_id}")
+        drawn = {k: rng.choice(list(values)) for k, values in sorted(self.option_space.items())}
+        return replace(self, options={**self.options, **{k: v for k, v in drawn.items() if v is not None}},
+                       option_space={})
 
     def runs_in(self, mode: str) -> bool:
         """Whether a variant of ``mode`` gets a run of this backend: a stack that cannot train gets no

@@ -1,0 +1,128 @@
+"""Compiler attribution: findings bisected to the pass that causes them, keyed by it, reported with it;
+optimisation differentials; option sets drawn per variant from a target's option space."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.bugs import DIVERGENCE_FIELDS, MISSING, bug_key, key_id
+from workers.culprit import CONVERSION, KERNEL, OPTIMISER, Culprit, in_words, layer_of, pass_name
+from workers.registry import parse_backend
+
+
+def _divergence(op, culprit=None, **extra):
+    return {"backend": "inductor@cpu", "stack": "inductor", "device": "cpu", "status": "mismatch",
+            "verdict": "target-divergent", "symptom": "value", "first_div_op": op, "output_dtype": "float32",
+            "culprit": culprit, **extra}
+
+
+def test_one_pass_is_one_key_whichever_op_it_breaks_and_one_op_two_passes_break_is_two():
+    a = bug_key(_divergence("aten.sub.Tensor", "inductor:post_grad_passes:p1"))
+    b = bug_key(_divergence("aten.mul.Tensor", "inductor:post_grad_passes:p1"))
+    c = bug_key(_divergence("aten.mul.Tensor", "inductor:joint_graph_passes:p2"))
+    assert a.id == b.id and b.id != c.id
+    assert a["first_div_op"] == MISSING and a["culprit"] == "inductor:post_grad_passes:p1"
+
+
+def test_a_key_without_a_culprit_keeps_the_id_it_had_before_culprits():
+    key = bug_key(_divergence("aten.sub.Tensor"))
+    old = key_id(key.kind, *(key[f] for f in DIVERGENCE_FIELDS if f != "culprit"))
+    assert key.id == f"d-{old}" and key.id != bug_key(_divergence("aten.sub.Tensor", "inductor:x:y")).id
+
+
+def test_the_reducer_keeps_a_candidate_of_a_bisected_finding_without_bisecting_it():
+    key = bug_key(_divergence("aten.sub.Tensor", "inductor:post_grad_passes:p1"))
+    assert key.shown_by(bug_key(_divergence(None)), ["aten.sub.Tensor"])
+    crash = bug_key({"backend": "inductor@cpu", "stack": "inductor", "device": "cpu", "status": "error",
+                     "stage": "compile", "error_type": "E", "message": "boom", "culprit": "inductor:lowerings:add"})
+    assert crash.shown_by(bug_key({**{k: crash[k] for k in ()}, "backend": "inductor@cpu", "stack": "inductor",
+                                   "device": "cpu", "status": "error", "stage": "compile", "error_type": "E",
+                                   "message": "boom"}))
+
+
+def test_layers_and_identities_say_whose_team_a_culprit_goes_to():
+    assert layer_of("aot_eager", None) == CONVERSION
+    assert layer_of("aot_eager_decomp_partition", "decomposition") == CONVERSION
+    assert layer_of("inductor", "post_grad_passes") == OPTIMISER
+    assert layer_of("inductor", "lowerings") == KERNEL and layer_of("inductor", None) == KERNEL
+    assert pass_name("lowerings", "convolution_12") == "convolution"
+    assert Culprit("v", "inductor", None).identity is None  # no subsystem: the op stays the identity
+    assert Culprit("v", "inductor", "lowerings", 4, "add_3").identity == "inductor:lowerings:add"
+    words = in_words({"culprit_backend": "inductor", "culprit_subsystem": "post_grad_passes", "culprit_step": 3.0,
+                      "culprit_info": "post_grad_custom_post_pass", "culprit_layer": OPTIMISER})
+    assert "application 3 disabled: `post_grad_custom_post_pass`" in words
+    assert "TORCHINDUCTOR_DISABLED_PASSES=POST_GRAD_CUSTOM_POST_PASS" in words
+    assert "AOTAutograd, before Inductor" in in_words({"culprit_backend": "aot_eager", "culprit_layer": CONVERSION})
+
+
+def test_each_variant_draws_one_option_set_from_a_target_option_space_the_same_every_time():
+    spec = parse_backend("inductor@cpu", {"freezing": False})
+    spec.option_space = {"epilogue_fusion": [False, True], "cpp.simdlen": [None, 256]}
+    drawn = [spec.for_variant(f"s#{i}", 0) for i in range(40)]
+    assert [d.options for d in drawn] == [spec.for_variant(f"s#{i}", 0).options for i in range(40)]
+    assert {d.options["epilogue_fusion"] for d in drawn} == {False, True}
+    assert {d.options.get("cpp.simdlen") for d in drawn} == {None, 256}  # null: the default, left unset
+    assert all(d.options["freezing"] is False and not d.option_space for d in drawn)
+    assert spec.for_variant("s#0", 1).name == spec.name
+
+
+def test_an_option_space_naming_an_unknown_option_is_one_line_naming_it():
+    from fuzzer.campaign import CampaignError, from_dict
+
+    with pytest.raises(CampaignError, match=r"option_space.epilog_fusion: inductor has no option 'epilog_fusion'"):
+        from_dict({"seeds": [{"source": "ops"}], "backends": {"targets": [
+            {"backend": "inductor@cpu", "option_space": {"epilog_fusion": [True]}}]}}, "c.yaml")
+    with pytest.raises(CampaignError, match="graph_optimization_level 'none'"):
+        from_dict({"seeds": [{"source": "ops"}], "backends": {"targets": [
+            {"backend": "onnxruntime@cpu", "option_space": {"graph_optimization_level": ["all", "none"]}}]}}, "c.yaml")
+
+
+PLANTED = """
+name: planted-passes
+seeds:
+  - {source: ops, include: ["ops/nn.functional.relu/float32/0", "ops/sub/float32/0", "ops/mul/float32/0",
+                            "ops/add/float32/0", "ops/tanh/float32/0"]}
+variants: {per_seed: 2, mutations: 1, mutators: [semantic]}
+sizes: {per_seed: 0}
+probes: {per_variant: 3}
+backends:
+  targets:
+    - {class: "tests.planted_passes:MiscompilingInductor", device: cpu}
+    - {class: "tests.planted_passes:FastMathEager", device: cpu}
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
+    import ray
+
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    c = from_dict(load(PLANTED, "planted"), "planted")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(c, tmp_path / "run", progress=False).run()
+    finally:
+        ray.shutdown()
+    run = load_run(tmp_path / "run")
+    found = run.clusters()
+    compiled = found[found["backends"].map(lambda b: b == ["miscompiling-inductor@cpu"])]
+    assert sorted(compiled["culprit"]) == ["inductor:joint_graph_passes:joint_custom_pre_pass",
+                                           "inductor:post_grad_passes:post_grad_custom_post_pass",
+                                           "inductor:pre_grad_passes:pre_grad_custom_pass"], compiled
+    assert (compiled["culprit_layer"] == OPTIMISER).all() and (compiled["bisected"] >= 1).all()
+    fast = found[found["backends"].map(lambda b: b == ["fast-math-eager@cpu"])]
+    assert list(fast["culprit"]) == ["fast-math-eager:fast_math"], fast
+    records = run.records(["backend", "bisect_s", "bisect_error", "compiler", "compiler_passes"])
+    ran = records[records["backend"] == "miscompiling-inductor@cpu"]
+    assert (ran["compiler"] == "inductor").all()
+    assert ran["compiler_passes"].map(lambda p: "post_grad_passes.post_grad_custom_post_pass" in list(p)).all()
+    assert records["bisect_s"].notna().sum() <= 2 * 4  # once per (seed, backend, key), not per run
+    report = json.dumps(list(found["culprit"].dropna()))
+    assert "pre_grad_custom_pass" in report
