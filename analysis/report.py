@@ -25,7 +25,7 @@ from core.bugs import Status, Verdict  # noqa: E402
 
 from .api import Run  # noqa: E402
 from .clusters import LEVEL  # noqa: E402
-from .triage import describe  # noqa: E402
+from .triage import culprit_text, describe  # noqa: E402
 
 MAX_OPS = 60
 MAX_CLUSTERS = 100
@@ -159,16 +159,45 @@ def _clusters(run: Run) -> tuple[str, str]:
         "cluster": c["cluster"], "severity": c["level"], "vendor": c["vendor"].map({True: "yes", False: ""}),
         "runs": c["count"], "seeds": c["seeds"],
         "impact": c["impact"].map(lambda v: "" if v != v else int(v)), "known": c["known"].fillna(""),
-        "what": [describe(r) for r in c.itertuples()], "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
+        "what": [describe(r) for r in c.itertuples()],
+        "where in the compiler": [culprit_text(r) for r in c.itertuples()],
+        "shared options": c["shared_options"].fillna(""),
+        "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
         "modes": c["modes"].map(", ".join), "families": c["families"].map(lambda v: ", ".join(v[:5])),
         "mutations": c["mutations"].map(lambda v: ", ".join(v[:5])), "representative": c["representative"],
     }).head(MAX_CLUSTERS) if len(c) else c
     return _figure("largest clusters (top 20)", draw, not c.empty), _table(rows, "no failures or divergences")
 
 
+def _coverage(run: Run) -> tuple[str, str]:
+    """Pass coverage: the Inductor passes each compiler target ran and the pattern-matcher patterns it
+    fired, by how many variants did (the rare ones are what coverage guidance rewards)."""
+    cols = ["variant_id", "backend", "compiler_passes", "compiler_patterns"]
+    r = run.records(cols)
+    r = r[r["compiler_passes"].map(lambda v: v is not None and len(v) > 0)]
+    parts = []
+    for column, kind in (("compiler_passes", "pass"), ("compiler_patterns", "pattern")):
+        e = r[["variant_id", "backend", column]].explode(column).dropna().drop_duplicates()
+        if len(e):
+            parts.append(e.groupby(["backend", column]).size().rename("variants").reset_index()
+                         .rename(columns={column: "name"}).assign(kind=kind))
+    t = pd.concat(parts, ignore_index=True).sort_values(["kind", "variants"], ascending=[True, False]) if parts \
+        else pd.DataFrame(columns=["backend", "name", "variants", "kind"])
+    patterns = t[t["kind"] == "pattern"].head(25).iloc[::-1]
+
+    def draw(fig, ax):
+        ax.barh(patterns["name"].str.slice(0, 48), patterns["variants"], color="#4c72b0")
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlabel("variants that fired it")
+        fig.set_size_inches(8, 1 + 0.25 * len(patterns))
+    return (_figure("pattern-matcher patterns fired (top 25)", draw, not patterns.empty),
+            _table(t[["kind", "backend", "name", "variants"]], "no Inductor compile recorded its passes"))
+
+
 SECTIONS = [("status", "Status summary", _status), ("support", "Operator and seed support", _support),
             ("divergence", "Divergence rate", _divergence), ("tolerance", "Tolerance curves", _tolerance),
-            ("slowdown", "Slowdown distributions", _slowdown), ("clusters", "Clusters", _clusters)]
+            ("slowdown", "Slowdown distributions", _slowdown), ("clusters", "Clusters", _clusters),
+            ("coverage", "Compiler pass coverage", _coverage)]
 
 
 def render(run: Run) -> str:

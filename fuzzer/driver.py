@@ -306,7 +306,8 @@ class Driver:
         if targets and self.c.variants.guidance != "uniform":
             keys = bug_key_list([vars(r) for r in targets])
             self.feedback.update(vw.variant.recipe.mutations, vw.variant.ops,
-                                 [(r.backend, r.status, k.id if k else None) for r, k in zip(targets, keys)])
+                                 [(r.backend, r.status, k.id if k else None) for r, k in zip(targets, keys)],
+                                 {(r.backend, p) for r in targets for p in (*r.compiler_passes, *r.compiler_patterns)})
 
     def _next_pool(self, vw: VariantWork, ready: deque) -> None:
         vw.devices.popleft()

@@ -2,8 +2,9 @@
 
 The driver keeps a :class:`Feedback` from the records as they arrive and hands a snapshot
 (``messages.Guidance``) to each build; the generator's :class:`Chooser` draws from it. A variant
-*hits* when one of its target runs shows a bug key not seen before (``core.bugs``), or covers an
-(operator, backend, outcome) triple not seen before; its mutators share the credit. Coverage
+*hits* when one of its target runs shows a bug key not seen before (``core.bugs``), covers an
+(operator, backend, outcome) triple not seen before, or makes a compiler run a pass or fire a
+pattern-matcher pattern no variant did (pass coverage, ``workers.culprit``); its mutators share the credit. Coverage
 guidance also weights the choices of mutators that pick from named choices (``Mutator.choices``)
 by how little a campaign has used each.
 """
@@ -26,14 +27,21 @@ class Feedback:
         self.hits: Counter = Counter()
         self.keys: set = set()
         self.covered: set = set()  # (op, backend, status)
+        self.fired: set = set()  # (backend, compiler pass or pattern)
         self.choice_params = {m: get_mutator(m).choice_param for m in self.mutators}
         self.choices = {m: type(get_mutator(m)).choices() for m, p in self.choice_params.items() if p}
         self.chosen: dict[str, Counter] = defaultdict(Counter)  # mutator -> choice -> variants that used it
 
-    def update(self, mutations: list, ops: list[str], outcomes: list[tuple[str, str, str | None]]) -> bool:
+    def update(self, mutations: list, ops: list[str], outcomes: list[tuple[str, str, str | None]],
+               fired: list[tuple[str, str]] = ()) -> bool:
         """``mutations``: the recipe's [name, params] steps; ``outcomes``: (backend, status, bug key id)
-        of each target run of the variant. Returns whether the variant hit something new."""
+        of each target run of the variant; ``fired``: (backend, pass or pattern) its compiles ran.
+        Returns whether the variant hit something new."""
         new = False
+        for item in fired:
+            if item not in self.fired:
+                self.fired.add(item)
+                new = True
         for name, params in mutations:
             if self.choice_params.get(name):
                 self.chosen[name][params.get(self.choice_params[name])] += 1
