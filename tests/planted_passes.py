@@ -67,3 +67,32 @@ class FastMathEager(Backend):
         from .numeric_backends import _retargeted
 
         return _retargeted(gm, (aten.tanh.default,), lambda x: x * (27 + x * x) / (27 + 9 * x * x))
+
+
+def _swap_sub(gm):
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is aten.sub.Tensor and len(n.args) == 2:
+            n.args = (n.args[1], n.args[0])
+
+
+def _drop_neg_zero(gm):  # a correct pass: x * 1 -> x is left alone; it only renames nothing
+    return None
+
+
+class OwnPassCompiler(Backend):
+    """A compiler of its own: an FX graph rewritten by named passes, then run by eager. ``swap_sub``
+    swaps a ``sub``'s operands (wrong); ``tidy`` does nothing. It honours ``disabled_passes``."""
+
+    name = "own-pass-compiler"
+    passes = ("tidy", "swap_sub")
+
+    def prepare(self, gm, example_inputs, device):
+        import copy
+
+        gm = copy.deepcopy(gm)
+        skip = set(self.options.get("disabled_passes", ()))
+        for name, fn in (("tidy", _drop_neg_zero), ("swap_sub", _swap_sub)):
+            if name not in skip:
+                fn(gm)
+        gm.recompile()
+        return gm

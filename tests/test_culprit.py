@@ -90,6 +90,7 @@ backends:
   targets:
     - {class: "tests.planted_passes:MiscompilingInductor", device: cpu}
     - {class: "tests.planted_passes:FastMathEager", device: cpu}
+    - {class: "tests.planted_passes:OwnPassCompiler", device: cpu}
 pools: {cpu: {workers: 2}}
 run: {repeats: 1}
 """
@@ -119,10 +120,12 @@ def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
     assert (compiled["culprit_layer"] == OPTIMISER).all() and (compiled["bisected"] >= 1).all()
     fast = found[found["backends"].map(lambda b: b == ["fast-math-eager@cpu"])]
     assert list(fast["culprit"]) == ["fast-math-eager:fast_math"], fast
+    own = found[found["backends"].map(lambda b: b == ["own-pass-compiler@cpu"])]
+    assert list(own["culprit"]) == ["own-pass-compiler:passes:swap_sub"], own
     records = run.records(["backend", "bisect_s", "bisect_error", "compiler", "compiler_passes"])
     ran = records[records["backend"] == "miscompiling-inductor@cpu"]
     assert (ran["compiler"] == "inductor").all()
     assert ran["compiler_passes"].map(lambda p: "post_grad_passes.post_grad_custom_post_pass" in list(p)).all()
-    assert records["bisect_s"].notna().sum() <= 2 * 4  # once per (seed, backend, key), not per run
+    assert records["bisect_s"].notna().sum() <= 2 * 5  # once per (seed, backend, key), not per run
     report = json.dumps(list(found["culprit"].dropna()))
     assert "pre_grad_custom_pass" in report

@@ -35,7 +35,8 @@ def _finding(o) -> str | None:
 
 
 def attributable(o, spec) -> bool:
-    return _finding(o) is not None and (o.compiler in TORCH_COMPILERS or bool(spec.backend_cls().unoptimised))
+    cls = spec.backend_cls()
+    return _finding(o) is not None and (o.compiler in TORCH_COMPILERS or bool(cls.unoptimised) or bool(cls.passes))
 
 
 def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:
@@ -91,27 +92,39 @@ def bisect_run(job, spec, o, probe: Probe, ref) -> dict:
 
 
 def differential(job, spec, o, probe: Probe, ref) -> dict:
-    """The stack again with its optimisations off, step by step (``Backend.unoptimised``): the first
-    step that no longer shows the finding names the optimiser part that causes it; a finding every
-    step shows is in a kernel or the conversion."""
-    failure = _finding(o) == "failure"
+    """The stack again with each of its own passes off (``Backend.passes``), then with its
+    optimisations off step by step (``Backend.unoptimised``): the first that no longer shows the
+    finding names the part that causes it; a finding every step shows is in a kernel or the conversion."""
     stack = spec.backend_cls()
+    for i, name in enumerate(stack.passes):  # a compiler's own passes, each disabled alone
+        shown = _shows(job, spec, o, probe, ref, {"disabled_passes": [name]})
+        if isinstance(shown, dict):
+            return shown
+        if not shown:
+            return Culprit(job.vid, spec.stack, "passes", i, name, OPTIMISER, done=True).figures()
     for step, options in stack.unoptimised:
-        quiet = dataclasses.replace(spec, options={**spec.options, **options})
-        reply = job._run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
-        if isinstance(reply, Fault):
-            return {"bisect_error": f"{step}: {reply.status} {reply.cause or ''}".strip()}
-        if probe.kind == EXAMPLE:
-            status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, reply.outputs
-        elif reply.probes:
-            run = reply.probes[0]
-            status, error_type, outputs = run.status, run.error_type, run.outputs
-        else:  # the unoptimised stack failed before the probe could run
-            status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, None
-        if failure:
-            shown = status != Status.OK and error_type == o.error_type
-        else:
-            shown = status != Status.OK or outputs is None or not compare(outputs, ref, job.s.compare).passed
+        shown = _shows(job, spec, o, probe, ref, options)
+        if isinstance(shown, dict):
+            return shown
         if not shown:
             return Culprit(job.vid, spec.stack, step, None, None, OPTIMISER, done=True).figures()
     return Culprit(job.vid, spec.stack, None, None, None, KERNEL_OR_CONVERSION, done=True).figures()
+
+
+def _shows(job, spec, o, probe: Probe, ref, options: dict):
+    """Whether the stack under ``options`` (over the run's own) still shows the run's finding on its
+    probe; a dict of figures when that could not be told (its process died)."""
+    quiet = dataclasses.replace(spec, options={**spec.options, **options})
+    reply = job._run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
+    if isinstance(reply, Fault):
+        return {"bisect_error": f"{options}: {reply.status} {reply.cause or ''}".strip()}
+    if probe.kind == EXAMPLE:
+        status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, reply.outputs
+    elif reply.probes:
+        run = reply.probes[0]
+        status, error_type, outputs = run.status, run.error_type, run.outputs
+    else:  # the stack failed before the probe could run
+        status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, None
+    if _finding(o) == "failure":
+        return status != Status.OK and error_type == o.error_type
+    return status != Status.OK or outputs is None or not compare(outputs, ref, job.s.compare).passed

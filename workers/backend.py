@@ -75,6 +75,9 @@ class Backend:
     # unoptimised stack does not show is its optimiser's (workers.culprit). torch.compile stacks need
     # none: PyTorch's CompilerBisector attributes theirs.
     unoptimised: tuple = ()
+    # A compiler of its own with named passes: it skips the ones its ``disabled_passes`` option lists,
+    # and a finding is attributed to the one pass whose disabling removes it (workers.attribution).
+    passes: tuple = ()
     prepare_fn = None  # staticmethod(gm, example_inputs, device, options) -> (callable, info dict)
     plugin: type | None = None  # the third-party class an adapted backend wraps
 
@@ -146,6 +149,7 @@ def adapt(cls: type) -> type[Backend]:
         leaves_variant_intact = bool(getattr(cls, "leaves_variant_intact", False))
         compile_error_modules = tuple(getattr(cls, "compile_error_modules", ()))
         unoptimised = tuple(getattr(cls, "unoptimised", ()))
+        passes = tuple(getattr(cls, "passes", ()))
         plugin = cls
 
         def __init__(self, **options):
