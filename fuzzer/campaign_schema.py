@@ -93,7 +93,8 @@ SCHEMA = {
             "align": {"type": "boolean"},
             "align_scope": {"enum": ["seed", "run"]},
             "explain": {"type": "boolean"},
-            "bisect": {"type": "boolean"}}},
+            "bisect": {"type": "boolean"},
+            "bisect_budget_s": {"type": "number", "exclusiveMinimum": 0}}},
         "ray": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": ["string", "null"]},
             "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
@@ -121,7 +122,8 @@ DEFAULTS = {
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 1000},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
                 "detection_adapter": True, "align": True,
-                "align_scope": "seed", "explain": True, "bisect": True},
+                "align_scope": "seed", "explain": True, "bisect": True,
+                "bisect_budget_s": 900},
     "ray": {"address": None, "num_cpus": None},
 }
 

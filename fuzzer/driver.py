@@ -137,7 +137,8 @@ class Driver:
             ledger = ray.remote(num_cpus=0)(AlignLedger).options(scheduling_strategy=here).remote()
         self.judge = JudgeSettings(self.ref_name, self.oracle_name, c.run.timeout_s, c.run.repeats,
                                    c.run.retry_faults, c.compare.settings, c.compare.detection_adapter,
-                                   c.compare.align, ledger, c.probes, c.compare.explain, c.compare.bisect)
+                                   c.compare.align, ledger, c.probes, c.compare.explain, c.compare.bisect,
+                                   c.compare.bisect_budget_s)
         settings = {device: c.pool(device) for device in self.devices}
         for s in settings.values():
             self._check_resources(s)

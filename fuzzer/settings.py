@@ -79,3 +79,4 @@ class CompareSettings:
     align_scope: str  # seed: tier 2 once per seed and case; run: every run
     explain: bool  # test explanation hypotheses on eager for divergent runs
     bisect: bool = True  # name the compiler part that causes a finding, once per case (workers.culprit)
+    bisect_budget_s: float = 900.0  # wall time one bisection may take before it stops unfinished

@@ -47,6 +47,8 @@ def test_layers_and_identities_say_whose_team_a_culprit_goes_to():
     assert layer_of("inductor", "post_grad_passes") == OPTIMISER
     assert layer_of("inductor", "lowerings") == KERNEL and layer_of("inductor", None) == KERNEL
     assert pass_name("lowerings", "convolution_12") == "convolution"
+    assert pass_name("decomposition", "<OpOverload(op='aten.grid_sampler_2d', overload='default')>") == \
+        "aten.grid_sampler_2d.default"
     assert Culprit("v", "inductor", None).identity is None  # no subsystem: the op stays the identity
     assert Culprit("v", "inductor", "lowerings", 4, "add_3").identity == "inductor:lowerings:add"
     words = in_words({"culprit_backend": "inductor", "culprit_subsystem": "post_grad_passes", "culprit_step": 3.0,
@@ -129,3 +131,30 @@ def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
     assert records["bisect_s"].notna().sum() <= 2 * 5  # once per (seed, backend, key), not per run
     report = json.dumps(list(found["culprit"].dropna()))
     assert "pre_grad_custom_pass" in report
+
+
+def test_a_bisection_over_its_budget_stops_unfinished_and_the_next_one_starts_afresh():
+    import torch
+
+    from tests.planted_passes import MiscompilingInductor
+    from workers.culprit import bisect
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.relu(x) * (x - y) + y
+
+    x, y = torch.randn(16), torch.randn(16)
+    gm = torch.export.export(M(), (x, y)).run_decompositions().module()
+    want = M()(x, y)
+
+    def good():
+        torch._dynamo.reset()
+        with torch.no_grad():
+            got = MiscompilingInductor(pre_grad_custom_pass=None, joint_custom_pre_pass=None).prepare(
+                gm, (x, y), "cpu")(x, y)
+        return torch.allclose(got, want)
+
+    stopped = bisect(good, budget_s=0.0)
+    assert stopped["bisect_error"].startswith("over its 0 s budget") and "culprit" not in stopped
+    found = bisect(good, budget_s=600)
+    assert found["culprit"] == "inductor:post_grad_passes:post_grad_custom_post_pass"

@@ -21,7 +21,6 @@ from .probes import EXAMPLE, Probe
 from .sandbox import Fault, RemoteError
 
 TORCH_COMPILERS = ("inductor", "aot_autograd")
-BISECT_TIMEOUTS = 40  # a bisection is up to ~30 fresh compiles: this many of the backend's run limits
 
 
 def _finding(o) -> str | None:
@@ -82,7 +81,8 @@ def bisect_run(job, spec, o, probe: Probe, ref) -> dict:
     try:
         job._load()
         reply = job.sb.request(Executor.bisect, job.vid, spec, probe, _packed(ref) if ref else [],
-                               job.s.compare, failure, timeout=(spec.timeout_s or job.s.timeout_s) * BISECT_TIMEOUTS)
+                               job.s.compare, failure, job.s.bisect_budget_s,
+                               timeout=job.s.bisect_budget_s + (spec.timeout_s or job.s.timeout_s) * 2)
     except RemoteError as e:
         return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
     if isinstance(reply, Fault):

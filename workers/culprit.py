@@ -45,7 +45,8 @@ def pass_name(subsystem: str | None, info: str | None) -> str:
     info = (info or "").strip()
     if subsystem == "lowerings":
         return re.sub(r"_\d+$", "", info)
-    return info
+    overload = re.fullmatch(r"<OpOverload\(op='([^']+)', overload='([^']+)'\)>", info)  # a decomposition's repr
+    return f"{overload[1]}.{overload[2]}" if overload else info
 
 
 @dataclass(frozen=True)
@@ -94,15 +95,23 @@ class Culprit:
                    figures.get("bisect_error"), True)
 
 
-def bisect(good) -> dict:
+class OverBudget(Exception):
+    pass
+
+
+def bisect(good, budget_s: float = 900.0) -> dict:
     """``CompilerBisector.do_bisect(good)``, its chatter kept off the worker's output: the culprit
     figures, ``bisect_compiles`` and ``bisect_error``. ``good()`` compiles afresh and says whether the
-    finding is absent."""
+    finding is absent; no new step starts after ``budget_s`` (a model's training compile with
+    dynamic shapes takes a minute, and a bisection is up to ~30 of them)."""
     from torch._inductor.compiler_bisector import CompilerBisector
 
     calls = [0]
+    start = time.perf_counter()
 
     def counted() -> bool:
+        if time.perf_counter() - start > budget_s:
+            raise OverBudget(f"over its {budget_s:.0f} s budget after {calls[0]} compiles")
         calls[0] += 1
         return bool(good())
 
@@ -112,8 +121,10 @@ def bisect(good) -> dict:
         with contextlib.redirect_stdout(chatter):
             result = CompilerBisector.do_bisect(counted)
     except Exception as e:  # noqa: BLE001 - a bisection that breaks leaves the finding unattributed
-        return {"bisect_error": f"{type(e).__name__}: {str(e)[:200]}", "bisect_compiles": calls[0],
-                "bisect_s": time.perf_counter() - t0}
+        with contextlib.redirect_stdout(chatter):
+            CompilerBisector.delete_bisect_status()  # the next bisection in this process starts afresh
+        error = str(e) if isinstance(e, OverBudget) else f"{type(e).__name__}: {str(e)[:200]}"
+        return {"bisect_error": error, "bisect_compiles": calls[0], "bisect_s": time.perf_counter() - t0}
     out = {"bisect_compiles": calls[0], "bisect_s": time.perf_counter() - t0}
     if result is None:
         out["bisect_error"] = "no torch.compile backend shows it under bisection"

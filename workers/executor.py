@@ -223,7 +223,8 @@ class Executor:
             result.compiler_patterns = compiled.get("compiler_patterns", [])
         return Execution(result, outputs, probe_runs)
 
-    def bisect(self, variant_id: str, spec, probe: Probe, reference: list, settings, error_type: str | None) -> dict:
+    def bisect(self, variant_id: str, spec, probe: Probe, reference: list, settings, error_type: str | None,
+               budget_s: float = 900.0) -> dict:
         """PyTorch's ``CompilerBisector`` on one finding of a torch.compile stack (``workers.culprit``):
         each step compiles the probe's variant afresh and calls it once; the finding is present while
         the outputs differ from ``reference`` at ``settings`` (a divergence) or the call raises
@@ -254,7 +255,7 @@ class Executor:
         try:
             if good():
                 return {"bisect_error": "did not show again when compiled afresh"}
-            return bisect(good)
+            return bisect(good, budget_s)
         finally:
             self._release(spec.device)
 

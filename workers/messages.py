@@ -55,6 +55,7 @@ class JudgeSettings:
     probes: ProbeSettings | None = None  # None: the example inputs alone
     explain: bool = True  # test explanation hypotheses on eager for divergent runs (workers.explain)
     bisect: bool = True  # attribute a finding inside its stack, once per case (workers.culprit)
+    bisect_budget_s: float = 900.0  # one bisection's wall-time budget
 
 
 @dataclass
