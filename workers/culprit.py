@@ -159,7 +159,7 @@ def inductor_counters():
         inductor = counters.get("inductor") or {}
         if inductor or counters.get("aot_autograd", {}).get("total"):
             found["compiler"] = "inductor" if inductor else "aot_autograd"
-            found["via_dynamo"] = bool(counters.get("frames", {}).get("ok"))
+            found["via_dynamo"] = bool(counters.get("frames", {}).get("total"))  # a frame that failed counts
         found["compiler_passes"] = sorted(k.removeprefix("pass.") for k in compilation_time_metrics
                                           if k.startswith("pass."))
         found["compiler_patterns"] = sorted(counters.get("inductor_pattern_matcher_per_pattern") or {})
