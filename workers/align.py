@@ -182,3 +182,12 @@ class Aligner:
             points = [points[int(i * step)] for i in range(GROWTH_POINTS)]
         result["div_growth"] = json.dumps([[n, str(self.nodes[order[n]].target), round(r, 6)] for n, r in points])
         return result
+
+
+def ask(fn, *args):
+    """Call a ledger's method in this process, or on the campaign's Ray actor."""
+    if hasattr(fn, "remote"):
+        import ray
+
+        return ray.get(fn.remote(*args))
+    return fn(*args)

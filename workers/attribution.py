@@ -15,6 +15,7 @@ import time
 from core.bugs import COMPLETED, Stage, Status, Verdict, bug_key
 
 from .compare import compare
+from .align import ask as _ask
 from .culprit import KERNEL_OR_CONVERSION, OPTIMISER, Culprit
 from .executor import Executor
 from .probes import EXAMPLE, Probe
@@ -40,8 +41,6 @@ def attributable(o, spec) -> bool:
 
 def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:
     """Give each attributable run its culprit figures: found here, or inherited from its case."""
-    from .runner import _ask
-
     done: dict[tuple, Culprit] = {}
     for o in outcomes:
         spec = specs.get(o.backend)

@@ -18,7 +18,7 @@ import torch
 
 from core.ir import tensor_from_wire, tensor_to_wire
 
-from .align import Location, align_case
+from .align import Location, align_case, ask as _ask
 from .attribution import attribute_findings
 from .compare import compare
 from .executor import Executor
@@ -295,12 +295,3 @@ def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger
     o.figures.update(job.align(spec, probe, wrong_grads), align_s=time.perf_counter() - t1)
     if ledger is not None:
         _ask(ledger.settle, case, Location.of(job.vid, o.figures))
-
-
-def _ask(fn, *args):
-    """Call a ledger's method in this process, or on the campaign's Ray actor."""
-    if hasattr(fn, "remote"):
-        import ray
-
-        return ray.get(fn.remote(*args))
-    return fn(*args)
