@@ -1,6 +1,6 @@
 """What the records say about a divergence's cause beyond its own row, derived before runs are keyed.
 
-Three facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
+Four facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
 was located on another variant of the same seed with the same key, so it takes that run's first
 divergent op (``op_inherited``) and joins the located cluster instead of forming one with no op
 (records written before the ledger handed locations on say only where), and likewise takes the
@@ -8,7 +8,8 @@ culprit of a case whose bisection was still running elsewhere; and a divergence 
 same stack on the same device under another *precision* option of the campaign does not show
 (OpenVINO at its default precision diverges where ``openvino-f32`` agrees, on the same variant
 and probe) is explained by the options (``core.bugs.Explanation.OPTIONS``) when no hypothesis
-tested on eager explained it. Labels that differ in other options (an autotuning flag, say) explain
+tested on eager explained it; and a located op's dtype is identity only where the same stack passes
+that op at another dtype (``dtype_specific``). Labels that differ in other options (an autotuning flag, say) explain
 nothing: a divergence one of them shows is that option's bug. Vectorised joins: a million records
 in seconds.
 """
@@ -24,7 +25,8 @@ from core.bugs import EXAMPLE_PROBE, Explanation, Verdict
 
 CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op and verdict
 NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",
-          "first_div_op", "align_error", "explanation", "backend_options", "culprit", "culprit_layer", "bisect_error"]
+          "first_div_op", "node_symptom", "align_error", "explanation", "backend_options", "culprit", "culprit_layer",
+          "bisect_error"]
 PRECISION_OPTION = re.compile(r"precision|dtype|b?f(?:loat)?16|fp16|f(?:loat)?32|fp32|half|tf32", re.I)
 
 
@@ -40,12 +42,14 @@ def inherit_locations(df: pd.DataFrame) -> pd.Series:
     if not skipped.any():
         return pd.Series(False, index=df.index)
     case = pd.DataFrame({c: _text(df[c]) for c in CASE}, index=df.index)
-    located = case[op.notna()].assign(op=op[op.notna()])
-    counts = located.value_counts([*CASE, "op"]).reset_index()
-    where = counts.sort_values(["count", "op"], ascending=[False, True], kind="stable").drop_duplicates(CASE)
+    located = case[op.notna()].assign(op=op[op.notna()], ns=_text(df.loc[op.notna(), "node_symptom"]))
+    counts = located.value_counts([*CASE, "op", "ns"]).reset_index()
+    where = counts.sort_values(["count", "op", "ns"], ascending=[False, True, True], kind="stable").drop_duplicates(CASE)
     rows = case[skipped].assign(_row=np.flatnonzero(skipped.to_numpy()))
-    found = rows.merge(where[[*CASE, "op"]], on=CASE, how="inner")
+    found = rows.merge(where[[*CASE, "op", "ns"]], on=CASE, how="inner")
     df.iloc[found["_row"].to_numpy(), df.columns.get_loc("first_div_op")] = found["op"].to_numpy()
+    symptom = found["ns"].where(found["ns"] != "-", None).to_numpy()
+    df.iloc[found["_row"].to_numpy(), df.columns.get_loc("node_symptom")] = symptom
     inherited = np.zeros(len(df), dtype=bool)
     inherited[found["_row"].to_numpy()] = True
     return pd.Series(inherited, index=df.index)
@@ -68,6 +72,35 @@ def inherit_culprits(df: pd.DataFrame) -> None:
     found = rows.merge(best[[*keys, "culprit", "layer"]], on=keys, how="inner")
     df.iloc[found["_row"].to_numpy(), df.columns.get_loc("culprit")] = found["culprit"].to_numpy()
     df.iloc[found["_row"].to_numpy(), df.columns.get_loc("culprit_layer")] = found["layer"].to_numpy()
+
+
+def dtype_specific(df: pd.DataFrame) -> pd.Series:
+    """True on the located divergences of an (op, stack, device) that the same stack passes at another
+    output dtype on the same seed and probe: a dtype-specific kernel, whose dtype is part of its key.
+    Elsewhere the dtype is not identity: the cluster lists the dtypes it was seen at."""
+    out = pd.Series(False, index=df.index)
+    verdict = df["verdict"].astype("string")
+    located = (df["first_div_op"].notna() & verdict.isin([str(Verdict.TARGET_DIVERGENT),
+                                                          str(Verdict.REFERENCE_SUSPECT)]).fillna(False)).to_numpy()
+    passed = verdict.eq(str(Verdict.AGREE)).fillna(False).to_numpy()
+    if not located.any() or not passed.any():
+        return out
+    probe = df["probe"].astype(object).where(df["probe"].notna(), EXAMPLE_PROBE)
+    where = pd.DataFrame({"stack": _text(df["stack"]), "device": _text(df["device"]), "seed_id": _text(df["seed_id"]),
+                          "probe": probe, "dtype": _text(df["output_dtype"]), "op": _text(df["first_div_op"]),
+                          "row": np.arange(len(df))})
+    place = ["stack", "device", "seed_id", "probe"]
+    fine = where.loc[passed, [*place, "dtype"]].drop_duplicates()
+    pairs = where[located].merge(fine, on=place, suffixes=("", "_ok"))
+    group = ["stack", "device", "op"]
+    seen = where.loc[located, [*group, "dtype"]].drop_duplicates().assign(_diverges=True)  # where the op diverges
+    pairs = pairs.merge(seen.rename(columns={"dtype": "dtype_ok"}), on=[*group, "dtype_ok"], how="left")
+    specific = pairs.loc[pairs["_diverges"].isna(), group].drop_duplicates()
+    if specific.empty:
+        return out
+    rows = where[located].merge(specific, on=["stack", "device", "op"])["row"].to_numpy()
+    out.iloc[rows] = True
+    return out
 
 
 def _precision_only(options: pd.Series) -> dict[tuple[str, str], bool]:
@@ -125,4 +158,5 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
         df[c] = df[c].astype(object)
     inherit_culprits(df)
     explain_by_options(df)
+    df["dtype_specific"] = dtype_specific(df)
     return df

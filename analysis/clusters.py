@@ -39,16 +39,16 @@ LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong an
          1: str(Status.UNSUPPORTED), 0: str(Status.INVALID)}
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
-        "cause", "verdict", "symptom", "first_div_op", "output_dtype", "tol_ratio", "task_agree", "node_count",
+        "cause", "verdict", "symptom", "first_div_op", "node_symptom", "output_dtype", "tol_ratio", "task_agree", "node_count",
         "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops", "culprit",
-        "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error"]
+        "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error", "consensus", "numpy_agrees"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
            "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
            "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
            "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "culprit",
-           "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options", "merged",
-           "known"]
+           "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options", "consensus",
+           "numpy_agrees", "merged", "known"]
 LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
                 "culprit_steps", "merged")
 
@@ -155,6 +155,9 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
             out[c] = out[c].where(~behaviour, rep_value.reindex(out.index))
     out["message"] = pd.Series(_col(rows, "message").loc[first].to_numpy(), index=order.loc[first, "c"].to_numpy())
     _culprits(out, rows, cid)
+    out["consensus"] = _lists(cid, _col(rows, "consensus")).map(lambda v: v[0] if v else None)
+    agrees = pd.Series(_col(rows, "numpy_agrees").to_numpy(), index=cid.to_numpy(), dtype=object).dropna()
+    out["numpy_agrees"] = agrees.astype(bool).groupby(level=0).all() if len(agrees) else None
     out["shared_options"] = _shared_options(df, rows, cid)
     return out.reset_index()
 

@@ -14,9 +14,9 @@ import pyarrow as pa
 
 from core.bugs import Status
 
-SCHEMA_VERSION = 5  # 5: compiler attribution and pass coverage; 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
+SCHEMA_VERSION = 6  # 6: the located node's symptom and dtype, reference-suspect; 5: compiler attribution and pass coverage; 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
 # probe); 1: the example only
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 
 @dataclass
@@ -55,7 +55,7 @@ class RunRecord:
     cause: str | None = None  # signal:SIGSEGV, limit:timeout 60s, limit:memory 4.0GiB
     reproducible: bool | None = None
     # tier 1 and attribution
-    verdict: str | None = None  # agree target-divergent reference-divergent ill-conditioned oracle
+    verdict: str | None = None  # agree target-divergent reference-divergent reference-suspect ill-conditioned oracle
     symptom: str | None = None  # structure shape dtype nonfinite integer value numeric
     mismatched_outputs: int | None = None
     worst_output: str | None = None
@@ -69,9 +69,13 @@ class RunRecord:
     signed_zero_mismatch: int | None = None
     err_vs_oracle: float | None = None
     ref_err_vs_oracle: float | None = None
+    consensus: str | None = None  # reference-suspect: the stacks that agree with each other, eager apart
+    numpy_agrees: bool | None = None  # and whether numpy gives their answer (a one-operator graph numpy has)
     # tier 2 and 3
     first_div_node: str | None = None
-    first_div_op: str | None = None
+    first_div_op: str | None = None  # an ATen op, or input:<layout> when the stack received an input wrong
+    node_symptom: str | None = None  # what differs at the first divergent node: the divergence's identity
+    node_dtype: str | None = None  # that node's dtype
     div_growth: str | None = None  # JSON list of [node, op, tol_ratio] along the divergent path
     amplified: bool | None = None
     amplifier_node: str | None = None

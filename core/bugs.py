@@ -12,7 +12,13 @@ under two option sets is one bug), its status, stage and exception type, the gra
 message names; then the message template. A divergence's key is where it happened too (the
 grid_sample disagreement Inductor shows with static and with dynamic shapes is one bug; the labels
 it was seen under are listed), the oracle's verdict, the symptom, the operator where it starts and
-the output dtype; how far off it is (the error's decade) is severity, a column, not identity. A
+the output dtype; how far off it is (the error's decade) is severity, a column, not identity. Once
+the divergence is located, its symptom is the located node's (``node_symptom``: one NaN defect of
+``relu`` is one bug whether the model's top-1 changed or only its NaN pattern), and the output
+dtype joins the key only where the same op on the same stack passes at another dtype of the same
+seed and probe (``dtype_specific``, derived by ``analysis.causes``); otherwise the cluster lists
+its dtypes. When independent targets agree with each other and eager is apart
+(``reference-suspect``) the key is filed against PyTorch (``REFERENCE_STACK``), not each vendor. A
 divergence that eager reproduces when made to compute the way a hypothesis says the stack does
 (``Explanation``: bfloat16, float16, TF32, float32, another option set, reduction order) is a
 *behaviour*: its key is the stack and the explanation alone, so one precision default is one
@@ -84,6 +90,7 @@ class Verdict(StrEnum):
     NO_ORACLE = "no-oracle"
     ORACLE = "oracle"  # the oracle's own run
     NO_REFERENCE = "no-reference"
+    REFERENCE_SUSPECT = "reference-suspect"  # independent targets agree with each other, eager is apart: PyTorch's
 
 
 class Symptom(StrEnum):
@@ -141,14 +148,15 @@ FAILED = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR, Status.UNSUPPO
 COMPLETED = (Status.OK, Status.MISMATCH)
 LIMITS = (Status.TIMEOUT, Status.OOM)  # the sandbox ended the run for a limit
 DIVERGENT = (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT, Verdict.ILL_CONDITIONED)
-DIVERGENT_VERDICTS = (*DIVERGENT, Verdict.AMPLIFIED)
+DIVERGENT_VERDICTS = (*DIVERGENT, Verdict.AMPLIFIED, Verdict.REFERENCE_SUSPECT)
+REFERENCE_STACK = "pytorch"  # where a reference-suspect cluster is filed: the reference's own stack
 VENDOR_STAGES = (Stage.CONVERT, Stage.COMPILE, Stage.RUN)
 
 FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "failing_op", "template", "culprit")
 DIVERGENCE_FIELDS = ("stack_device", "verdict", "symptom", "first_div_op", "output_dtype", "explanation", "culprit")
 KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
                "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree",
-               "culprit")  # what a key reads
+               "culprit", "node_symptom", "dtype_specific")  # what a key reads
 MISSING = "-"
 
 
@@ -191,9 +199,17 @@ class BugKey:
             return other.parts[:-1] == self.parts[:-1]  # a candidate's run is not bisected
         if self["explanation"] != MISSING:
             return other["stack_device"] == self["stack_device"]
-        skip = {"first_div_op", "explanation", "culprit"}
-        same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
         op = self["first_div_op"]
+        skip = {"first_div_op", "explanation", "culprit"}
+        if op != MISSING:  # the symptom the located node showed: an unlocated candidate cannot measure it
+            skip.add("symptom")
+        if self["output_dtype"] == MISSING:
+            skip.add("output_dtype")
+        if self["verdict"] == Verdict.REFERENCE_SUSPECT:  # a candidate runs one target: no consensus to find
+            skip |= {"stack_device", "verdict"}
+            if other["verdict"] not in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT):
+                return False
+        same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
         return same and (op == MISSING or op in ops)
 
 
@@ -231,21 +247,27 @@ def bug_keys(table: pa.Table) -> pa.Table:
     def among(a, values):
         return pc.is_in(a, value_set=pa.array([str(v) for v in values]))
 
-    status, cause = col("status"), col("cause")
+    status, cause, verdict = col("status"), col("cause"), col("verdict")
     stack = text(col("stack"))
     stack_device = pc.if_else(pc.not_equal(stack, MISSING), pc.binary_join_element_wise(stack, text(col("device")), "@"),
                               text(col("backend")))
+    suspect = pc.fill_null(pc.equal(verdict, str(Verdict.REFERENCE_SUSPECT)), False)
+    stack_device = pc.if_else(suspect, REFERENCE_STACK, stack_device)  # one cluster for PyTorch, not one per vendor
     tpl = template_unique(col("message"))
     limit = pc.and_(among(status, LIMITS), pc.fill_null(pc.starts_with(cause, "limit:"), False))
     limit = pc.or_(limit, pc.and_(pc.equal(tpl, ""), pc.is_valid(cause)))  # died silently: its signal or exit
     tpl = pc.if_else(limit, template_unique(cause), tpl)  # a limit's printed tail is incidental
     failed = among(status, FAILED)
     task = pc.fill_null(pc.less(col("task_agree", pa.float64()), 1.0), False)
-    verdict = col("verdict")
     diverged = pc.or_(pc.or_(pc.fill_null(pc.equal(status, str(Status.MISMATCH)), False),
                              among(verdict, DIVERGENT_VERDICTS)), task)
     discrepancy = pc.and_(among(status, COMPLETED), diverged)
-    symptom = pc.if_else(task, str(Symptom.TASK), text(col("symptom")))
+    located = pc.not_equal(text(col("first_div_op")), MISSING)
+    own = text(col("symptom"))  # the model output's: severity, not identity, once the node is known
+    at_node = pc.if_else(pc.and_(located, pc.invert(among(own, GRADIENT_SYMPTOMS))), text(col("node_symptom")), MISSING)
+    symptom = pc.if_else(pc.not_equal(at_node, MISSING), at_node,
+                         pc.if_else(pc.and_(pc.equal(own, MISSING), task), str(Symptom.TASK), own))
+    dtype = pc.if_else(pc.fill_null(col("dtype_specific", pa.bool_()), False), text(col("output_dtype")), MISSING)
     verdict_explains = among(verdict, (Verdict.ILL_CONDITIONED, Verdict.AMPLIFIED))
     explanation = text(pc.coalesce(col("explanation"), pc.if_else(verdict_explains, verdict, pa.scalar(None, pa.string()))))
     explained = pc.not_equal(explanation, MISSING)
@@ -262,7 +284,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
              "template": text(tpl), "verdict": unless_explained(text(verdict)),
              "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
              "first_div_op": unless_explained(pc.if_else(named, MISSING, text(col("first_div_op")))),
-             "output_dtype": unless_explained(text(col("output_dtype"))), "explanation": explanation,
+             "output_dtype": unless_explained(dtype), "explanation": explanation,
              "culprit": culprit, "band": error_band(col("tol_ratio", pa.float64()))}
     benign = pc.and_(discrepancy, among(explanation, BENIGN))
     none = pa.scalar(None, pa.string())
@@ -288,8 +310,8 @@ def _key_schema():
     if _KEY_SCHEMA is None:
         import pyarrow as pa
 
-        floats = ("tol_ratio", "task_agree")
-        _KEY_SCHEMA = pa.schema([(c, pa.float64() if c in floats else pa.string()) for c in KEY_COLUMNS])
+        types = {"tol_ratio": pa.float64(), "task_agree": pa.float64(), "dtype_specific": pa.bool_()}
+        _KEY_SCHEMA = pa.schema([(c, types.get(c, pa.string())) for c in KEY_COLUMNS])
     return _KEY_SCHEMA
 
 
@@ -309,7 +331,8 @@ def bug_key_list(records: list[Mapping]) -> list[BugKey | None]:
         row = {c: _present(record.get(c)) for c in KEY_COLUMNS}
         for c in KEY_COLUMNS:
             if row[c] is not None:
-                row[c] = float(row[c]) if c in ("tol_ratio", "task_agree") else str(row[c])
+                row[c] = float(row[c]) if c in ("tol_ratio", "task_agree") else \
+                    bool(row[c]) if c == "dtype_specific" else str(row[c])
         rows.append(row)
     out = []
     for keys in bug_keys(pa.Table.from_pylist(rows, schema=_key_schema())).to_pylist():

@@ -6,7 +6,7 @@ import json
 
 from analysis.catalog import CatalogRow
 from analysis.schema import COLUMNS, RunRecord
-from core.bugs import COMPLETED, Stage, Status
+from core.bugs import COMPLETED, LIMITS, Stage, Status
 from core.failures import signature
 from seeds.spec import SeedInfo
 from workers.outcome import RunOutcome
@@ -51,11 +51,16 @@ def run_record(campaign: str, build: SeedBuild, variant: BuiltVariant, outcome: 
 
 def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: str, failure_id: str,
                         mode: str = "inference") -> RunRecord:
-    """The one record of a seed that failed to build, fit the budget, capture or run."""
+    """The one record of a seed that failed to build, fit the budget, capture or run on the reference:
+    skipped, not a finding (the reference's own failure says nothing of a target), unless the
+    worker running it was lost (the seed is tried again on ``--resume``)."""
+    lost = build.error_type == "WorkerLost"
+    status = build.status if lost or build.status in LIMITS or build.status == Status.CRASH else Status.SKIPPED
+    message = build.message if status == build.status else f"the reference {build.status}: {build.message or ''}"
     rec = RunRecord(campaign=campaign, variant_id=failure_id, seed_id=build.seed_id, backend=backend, device=device,
                     mode=str(mode),
-                    stack=backend.split("@")[0], status=build.status, stage=build.stage, error_type=build.error_type,
-                    message=build.message, cause=build.cause, **_seed_columns(build.seed))
+                    stack=backend.split("@")[0], status=status, stage=build.stage, error_type=build.error_type,
+                    message=message, cause=build.cause, **_seed_columns(build.seed))
     rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0,
                              **({"mode": str(mode)} if mode != "inference" else {})})
     rec.signature = signature(rec.stage, rec.error_type, rec.message)

@@ -206,7 +206,8 @@ def test_severity_order_and_vendor_flag():
     div = c[c["kind"] == "discrepancy"].set_index("verdict")
     assert div.loc["target-divergent", "vendor"].all()
     assert not div.drop(index="target-divergent")["vendor"].any()
-    assert (div["symptom"] == "task").sum() == 1
+    # the model's top-1 changing is severity, not identity: one cluster, ranked a wrong answer
+    assert div.loc["target-divergent", "count"] == 2 and div.loc["target-divergent", "level"] == "wrong answer"
 
 
 def test_timeouts_cluster_by_limit_not_by_what_the_process_printed():

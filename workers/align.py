@@ -3,7 +3,11 @@
 Stacks that run a graph node by node (``capture_nodes = True``, e.g. eager on any device) give
 every node's value in one run. Compiled stacks only run whole graphs, so the graph is cut after
 node k and compiled again: a binary search over k finds where the divergence starts in at most
-ceil(log2(nodes)) compiles. At that node the inputs are checked too: a divergence that is at
+ceil(log2(nodes)) compiles. Before any node, the graph's inputs as the stack received them (an
+identity graph through it) are checked: a stack that mishandles an input's layout, alias or dtype
+is located at the input (``input:<name>``, op ``input:<layout>``). The located node's own symptom
+(``node_symptom``) is the divergence's identity (``core.bugs``), whatever the model around it made
+of it. At that node the inputs are checked too: a divergence that is at
 rounding level on the inputs and blown up by a discontinuous op (floor, a cast to an integer,
 a comparison, argmax over near-ties) is *amplified rounding*, not a defect of the target.
 """
@@ -33,10 +37,10 @@ DISCONTINUOUS = {
 GROWTH_POINTS = 48
 
 
-def align_case(seed_id: str, key: BugKey) -> str:
-    """What makes two divergent runs the same case for tier 2: the same seed and the same bug key
+def align_case(seed_id: str, key: BugKey, output_dtype: str | None = None) -> str:
+    """What makes two divergent runs the same case for tier 2: the same seed, output dtype and bug key
     (which tier 2 has not yet completed with the first divergent op)."""
-    return f"{seed_id}|{key.id}"
+    return f"{seed_id}|{output_dtype or '-'}|{key.id}"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class Location:
     op: str | None = None
     amplified: bool = False
     grad_ops: tuple = ()  # training: the backward operators of the located node
+    symptom: str | None = None  # what differs at the node (core.bugs.Symptom)
+    dtype: str | None = None  # the node's dtype
 
     @property
     def done(self) -> bool:
@@ -57,7 +63,8 @@ class Location:
     @classmethod
     def of(cls, variant_id: str, figures: dict) -> Location:
         return cls(variant_id, figures.get("first_div_node"), figures.get("first_div_op"),
-                   bool(figures.get("amplified")), tuple(figures.get("grad_ops") or ()))
+                   bool(figures.get("amplified")), tuple(figures.get("grad_ops") or ()),
+                   figures.get("node_symptom"), figures.get("node_dtype"))
 
     def inherit(self, figures: dict) -> None:
         """A run of the same case takes this location, and says so (``align_error``)."""
@@ -65,7 +72,7 @@ class Location:
             if self.grad_ops:
                 figures["grad_ops"] = list(self.grad_ops)
             figures.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
-                           align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
+                           node_symptom=self.symptom, node_dtype=self.dtype, align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
         else:
             figures["align_error"] = f"not run: being located on {self.variant_id}"
 
@@ -161,14 +168,43 @@ class Aligner:
         node = self.nodes[first]
         return first, {first: [target[node.name], *[target[a.name] for a in tensor_inputs(node, self.ref)]]}
 
+    def by_inputs(self) -> dict | None:
+        """The first graph input the stack does not receive as given: an identity graph's outputs
+        (a copy of each input) against the inputs; None when every input arrives intact."""
+        gm, names = identity_graph(self.v.gm)
+        if not names:
+            return None
+        inputs = tuple(t.to(self.input_device) for t in self.v.inputs)
+        self.prepares += 1
+        try:
+            with torch.no_grad():
+                out = self.make_backend().prepare(gm, inputs, self.device)(*inputs)
+        except Exception:  # noqa: BLE001 - a stack that cannot run a bare copy says nothing of its inputs
+            return None
+        out = [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in torch.utils._pytree.tree_leaves(out)]
+        for (i, name), value in zip(names, out):
+            given = self.v.inputs[i]
+            close = compare([value], [given.detach().cpu()], self.s)
+            if not close.passed:
+                return {"first_div_node": f"input:{name}", "first_div_op": f"input:{layout_of(self.v.inputs, i)}",
+                        "node_symptom": str(close.symptom), "node_dtype": close.output_dtype,
+                        "align_prepares": self.prepares}
+        return None
+
     def locate(self, capture_nodes: bool) -> dict:
         if not self.nodes:
             return {}
+        at_input = None if capture_nodes else self.by_inputs()
+        if at_input:
+            return at_input
         k, seen = self.by_capture() if capture_nodes else self.by_bisection()
         node = self.nodes[k]
         result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares}
         values = seen.get(k)
         if values:
+            close = compare(values[:1], [self.ref[node.name]], self.s)
+            if not close.passed:
+                result.update(node_symptom=str(close.symptom), node_dtype=close.output_dtype)
             ins = tensor_inputs(node, self.ref)
             in_ratio = compare(values[1:], [self.ref[a.name] for a in ins], self.s).tol_ratio if ins else math.inf
             amplified = is_discontinuous(node, values[0], values[1:]) and in_ratio <= 1.0 and \
@@ -182,6 +218,39 @@ class Aligner:
             points = [points[int(i * step)] for i in range(GROWTH_POINTS)]
         result["div_growth"] = json.dumps([[n, str(self.nodes[order[n]].target), round(r, 6)] for n, r in points])
         return result
+
+
+def identity_graph(gm) -> tuple:
+    """A graph that returns a copy of each tensor input of ``gm``, and the (position, name) of each."""
+    import torch.fx as fx
+
+    graph, names, outs = fx.Graph(), [], []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, n in enumerate(placeholders):
+        p = graph.placeholder(n.name)
+        p.meta = dict(n.meta)
+        value = n.meta.get("val")
+        if value is None or isinstance(value, torch.Tensor):
+            outs.append(graph.call_function(aten.clone.default, (p,)))
+            names.append((i, n.name))
+    graph.output(tuple(outs))
+    return fx.GraphModule(torch.nn.Module(), graph), names
+
+
+def layout_of(inputs: tuple, i: int) -> str:
+    """How input ``i`` lies in memory, in the few classes a stack gets wrong: ``aliased`` (its storage is
+    another input's), ``non-contiguous`` (a transposed, channels-last, strided or expanded view),
+    ``offset`` (contiguous from a storage offset), else ``contiguous``."""
+    t = inputs[i]
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return "contiguous"
+    ptr = t.untyped_storage().data_ptr()
+    if any(isinstance(o, torch.Tensor) and o.numel() and j != i and o.untyped_storage().data_ptr() == ptr
+           for j, o in enumerate(inputs)):
+        return "aliased"
+    if not t.is_contiguous():
+        return "non-contiguous"
+    return "offset" if t.storage_offset() else "contiguous"
 
 
 def ask(fn, *args):

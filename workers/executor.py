@@ -281,6 +281,16 @@ class Executor:
         finally:
             self._release(spec.device)
 
+    def numpy_answer(self, variant_id: str, probe: Probe) -> list | None:
+        """numpy's outputs on the probe, for a one-operator graph numpy has (``workers.consensus``)."""
+        from core.ir import Variant
+
+        from .consensus import numpy_outputs
+
+        self._settle()
+        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        return numpy_outputs(variant.gm, variant.inputs)
+
     def emulate(self, variant_id: str, probe: Probe, modes: tuple, device: str = "cpu") -> dict:
         """Eager's outputs on the probe under each of the explanation hypotheses ``modes`` (``workers.emulate``)."""
         from core.ir import Variant

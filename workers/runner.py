@@ -21,6 +21,7 @@ from core.ir import tensor_from_wire, tensor_to_wire
 from .align import Location, align_case, ask as _ask
 from .attribution import attribute_findings
 from .compare import compare
+from .consensus import find_consensus
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
@@ -146,6 +147,18 @@ class VariantJob:
         if found is not None:
             o.figures["explanation"], o.figures["explain_ratio"] = str(found[0]), found[1]
 
+    def numpy_answer(self, probe: Probe) -> list | None:
+        """numpy's outputs on a probe of a one-operator graph (``workers.consensus``); None when it has none."""
+        try:
+            self._load()
+            reply = self.sb.request(Executor.numpy_answer, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
+        except RemoteError:
+            return None
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return None
+        return reply
+
     def run(self, spec: BackendSpec) -> list[RunOutcome]:
         """One outcome per probe (the example's first), or the one failure that stopped the backend."""
         t0 = time.perf_counter()
@@ -225,6 +238,9 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     for o in outcomes:
         if o.backend == s.reference and o.status in FAILED and o.probe != EXAMPLE:
             known[(s.reference, o.probe)] = RefusedProbe(o.error_type or "", o.message or "")
+            if o.status in (Status.ERROR, Status.UNSUPPORTED):  # an input the model refuses: not a finding
+                o.status = Status.SKIPPED
+                o.message = f"the reference refuses this probe: {o.error_type}: {o.message or ''}"[:2000]
     located: dict[tuple, RunOutcome] = {}  # (backend, symptom) -> its first located run in this variant
     for probe in job.probes:
         refused = known.get((s.reference, probe.name))
@@ -236,25 +252,30 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
         judge = Judge(s, request, known.get((s.reference, probe.name)),
                       known.get((s.oracle, probe.name)) if s.oracle else None,
                       seed_outputs if probe.kind == EXAMPLE else None)
-        for o in outcomes:
-            if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference:
-                judge(o, job.outputs[(o.backend, probe.name)])
-                if s.explain and request.mode == Mode.INFERENCE and \
-                        o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
-                    job.explain(o, specs[o.backend], probe, known[(s.reference, probe.name)], request.output_kind)
-                symptom_located = (o.backend, o.figures.get("symptom"))
-                if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT and s.align:
-                    if symptom_located in located:
-                        _share_location(o, located[symptom_located])
-                    else:
-                        case = align_case(request.seed_id, bug_key(o.key_fields()))
-                        wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], known[(s.reference, probe.name)],
-                                                request.output_names, s.compare) \
-                            if o.figures.get("symptom") in GRADIENT_SYMPTOMS else ()
-                        _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
-                        located[symptom_located] = o
-                    if o.figures.get("amplified"):
-                        o.figures["verdict"] = Verdict.AMPLIFIED
+        judged = [o for o in outcomes if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference]
+        for o in judged:
+            judge(o, job.outputs[(o.backend, probe.name)])
+        targets = [o for o in judged if o.backend != s.oracle]
+        find_consensus(targets, {o.backend: job.outputs[(o.backend, probe.name)] for o in targets},
+                       {o.backend: specs[o.backend].stack for o in targets}, s.compare,
+                       lambda: job.numpy_answer(probe))
+        for o in judged:
+            if s.explain and request.mode == Mode.INFERENCE and \
+                    o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
+                job.explain(o, specs[o.backend], probe, known[(s.reference, probe.name)], request.output_kind)
+            symptom_located = (o.backend, o.figures.get("symptom"))
+            if o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and s.align:
+                if symptom_located in located:
+                    _share_location(o, located[symptom_located])
+                else:
+                    case = align_case(request.seed_id, bug_key(o.key_fields()), o.figures.get("output_dtype"))
+                    wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], known[(s.reference, probe.name)],
+                                            request.output_names, s.compare) \
+                        if o.figures.get("symptom") in GRADIENT_SYMPTOMS else ()
+                    _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
+                    located[symptom_located] = o
+                if o.figures.get("amplified"):
+                    o.figures["verdict"] = Verdict.AMPLIFIED
     if s.bisect:
         attribute_findings(job, outcomes, specs, known, s.reference, request.seed_id, s.ledger)
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
@@ -270,7 +291,7 @@ def _share_location(o: RunOutcome, first: RunOutcome) -> None:
     same symptom takes that location (a NaN probe's divergence has a tier 2 of its own: its cause
     is seldom the example's)."""
     if first.figures.get("first_div_op"):
-        for k in ("first_div_node", "first_div_op", "amplified", "grad_ops"):
+        for k in ("first_div_node", "first_div_op", "amplified", "grad_ops", "node_symptom", "node_dtype"):
             if k in first.figures:
                 o.figures[k] = first.figures[k]
         o.figures["align_error"] = f"not run: located on probe {first.probe}"

@@ -1,0 +1,90 @@
+"""Consensus: when independent stacks agree with each other and eager is the one apart.
+
+The float64 oracle is eager widened, so it shares eager's own quirks: ``torch.sign(nan)`` is 0 in
+both, NaN in ONNX Runtime, OpenVINO and numpy. Blaming each vendor for it files one PyTorch
+behaviour as several vendor bugs. When at least two targets of different stacks are each
+target-divergent on a probe and agree with each other, their runs are ``reference-suspect``
+(``core.bugs``: one cluster, filed against PyTorch), with the stacks that agree
+(``consensus``) and, for a one-operator graph numpy has, whether numpy gives their answer too
+(``numpy_agrees``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from core.bugs import Verdict
+
+from .compare import Settings, compare
+
+NUMPY = {  # ATen operator (its packet) -> the numpy function that computes it, argument for argument
+    "aten.sign": np.sign, "aten.abs": np.abs, "aten.neg": np.negative, "aten.exp": np.exp, "aten.log": np.log,
+    "aten.sqrt": np.sqrt, "aten.sin": np.sin, "aten.cos": np.cos, "aten.tan": np.tan, "aten.tanh": np.tanh,
+    "aten.floor": np.floor, "aten.ceil": np.ceil, "aten.trunc": np.trunc, "aten.reciprocal": np.reciprocal,
+    "aten.relu": lambda x: np.maximum(x, np.zeros((), x.dtype)), "aten.maximum": np.maximum,
+    "aten.minimum": np.minimum, "aten.fmax": np.fmax, "aten.fmin": np.fmin, "aten.atan2": np.arctan2,
+    "aten.remainder": np.remainder, "aten.fmod": np.fmod, "aten.floor_divide": np.floor_divide,
+    "aten.isnan": np.isnan, "aten.isinf": np.isinf, "aten.signbit": np.signbit, "aten.round": np.round,
+}
+
+
+def numpy_outputs(gm: torch.fx.GraphModule, inputs: tuple) -> list | None:
+    """The graph's output computed by numpy, when the graph is one operator of ``NUMPY`` applied to
+    its inputs (tensors or plain numbers); None otherwise."""
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    if len(calls) != 1 or calls[0].kwargs:
+        return None
+    node = calls[0]
+    fn = NUMPY.get(str(getattr(node.target, "overloadpacket", node.target)))
+    if fn is None:
+        return None
+    values = {n.name: t for n, t in zip((n for n in gm.graph.nodes if n.op == "placeholder"), inputs)}
+    args = []
+    for a in node.args:
+        if isinstance(a, torch.fx.Node):
+            if a.name not in values or values[a.name].dtype == torch.bfloat16:
+                return None
+            args.append(values[a.name].detach().cpu().numpy())
+        elif isinstance(a, (int, float, bool)):
+            args.append(a)
+        else:
+            return None
+    with np.errstate(all="ignore"):
+        try:
+            return [torch.from_numpy(np.asarray(fn(*args)))]
+        except (TypeError, ValueError):
+            return None
+
+
+def find_consensus(runs: list, outputs: dict, stacks: dict, settings: Settings, numpy_answer=None) -> None:
+    """``runs``: the target outcomes judged on one probe; ``outputs``: backend -> its outputs;
+    ``stacks``: backend -> stack. Marks the target-divergent runs whose stacks agree ``reference-suspect``
+    (their figures change); ``numpy_answer()`` gives numpy's outputs, or None, when asked."""
+    divergent = [o for o in runs if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT]
+    if len({stacks[o.backend] for o in divergent}) < 2:
+        return
+    groups: list[list] = []
+    for o in divergent:  # runs whose outputs agree, greedily: each joins the first group it agrees with
+        for g in groups:
+            if compare(outputs[o.backend], outputs[g[0].backend], settings).passed:
+                g.append(o)
+                break
+        else:
+            groups.append([o])
+    agreed = [g for g in groups if len({stacks[o.backend] for o in g}) >= 2]
+    if not agreed:
+        return
+    best = max(agreed, key=len)
+    theirs = numpy_answer() if numpy_answer is not None else None
+    numpy_agrees = None if theirs is None else compare(_as(theirs, outputs[best[0].backend]),
+                                                        outputs[best[0].backend], settings).passed
+    names = ",".join(sorted({stacks[o.backend] for o in best}))
+    for o in best:
+        o.figures.update(verdict=Verdict.REFERENCE_SUSPECT, consensus=names, numpy_agrees=numpy_agrees)
+
+
+def _as(values: list, like: list) -> list:
+    """numpy's outputs in the dtypes of the targets' (numpy widens a float16 sign to float16, a float32
+    remainder by a Python float to float64)."""
+    return [v.to(w.dtype) if isinstance(v, torch.Tensor) and isinstance(w, torch.Tensor) else v
+            for v, w in zip(values, like)]
