@@ -154,13 +154,26 @@ class Run:
         merged = self._clusters.loc[ids == match[0], "merged"].iloc[0]
         mask = self._cluster_ids.isin([match[0], *merged]).fillna(False).to_numpy()
         rows = self.records(columns)[mask].copy()
-        for c in ("first_div_op", "explanation"):  # as the cluster saw them: inherited, explained by options
+        for c in ("first_div_op", "explanation", "verdict", "consensus", "node_symptom"):  # as the cluster saw them
             if c in rows.columns:
                 rows[c] = self._prepared[c].to_numpy()[mask]
         nodes = pd.to_numeric(self.records(["node_count"])["node_count"].loc[rows.index], errors="coerce")
         located = self._prepared["op_inherited"].to_numpy()[mask]  # runs that located their own divergence first
         order = pd.DataFrame({"inherited": located, "nodes": nodes.to_numpy()}, index=rows.index)
         return rows.loc[order.sort_values(["inherited", "nodes"], kind="stable").index]
+
+    def why(self, cluster_id: str) -> str:
+        """Why the runs of one cluster are one bug (``gapfuzz triage --why``): its key's parts, and what
+        its runs differ in."""
+        from .triage import render_why
+
+        rows = self.cluster(cluster_id)
+        ids = self._clusters["cluster"]
+        cluster = self._clusters.loc[ids.str.startswith(cluster_id)].iloc[0]
+        keys = _clusters.keys(self._prepared)
+        parts = keys[keys["cluster"] == cluster["cluster"]].iloc[0] if (keys["cluster"] == cluster["cluster"]).any() \
+            else cluster
+        return render_why(cluster, rows, parts)
 
     # -- portability
     def _tables(self) -> pd.DataFrame:

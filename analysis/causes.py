@@ -1,6 +1,6 @@
 """What the records say about a divergence's cause beyond its own row, derived before runs are keyed.
 
-Four facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
+Five facts need other rows: a run whose tier 2 the ledger skipped (``align_error: not run: ...``)
 was located on another variant of the same seed with the same key, so it takes that run's first
 divergent op (``op_inherited``) and joins the located cluster instead of forming one with no op
 (records written before the ledger handed locations on say only where), and likewise takes the
@@ -9,7 +9,8 @@ same stack on the same device under another *precision* option of the campaign d
 (OpenVINO at its default precision diverges where ``openvino-f32`` agrees, on the same variant
 and probe) is explained by the options (``core.bugs.Explanation.OPTIONS``) when no hypothesis
 tested on eager explained it; and a located op's dtype is identity only where the same stack passes
-that op at another dtype (``dtype_specific``). Labels that differ in other options (an autotuning flag, say) explain
+that op at another dtype (``dtype_specific``); and a lone divergence of a stack at an op where it
+agreed with another stack against eager elsewhere is that reference-suspect behaviour. Labels that differ in other options (an autotuning flag, say) explain
 nothing: a divergence one of them shows is that option's bug. Vectorised joins: a million records
 in seconds.
 """
@@ -26,7 +27,7 @@ from core.bugs import EXAMPLE_PROBE, Explanation, Verdict
 CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op and verdict
 NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",
           "first_div_op", "node_symptom", "align_error", "explanation", "backend_options", "culprit", "culprit_layer",
-          "bisect_error"]
+          "bisect_error", "consensus"]
 PRECISION_OPTION = re.compile(r"precision|dtype|b?f(?:loat)?16|fp16|f(?:loat)?32|fp32|half|tf32", re.I)
 
 
@@ -103,6 +104,27 @@ def dtype_specific(df: pd.DataFrame) -> pd.Series:
     return out
 
 
+def extend_consensus(df: pd.DataFrame) -> None:
+    """A stack's lone divergence at an op and node symptom where, elsewhere in the campaign, it agreed
+    with another stack against eager (``reference-suspect``, ``workers.consensus``) is the same
+    PyTorch behaviour (ONNX Runtime refusing float16 ``sign`` leaves OpenVINO alone there): it is
+    reference-suspect too, with that consensus (``df`` is changed)."""
+    verdict = df["verdict"].astype("string")
+    suspect = verdict.eq(str(Verdict.REFERENCE_SUSPECT)).fillna(False).to_numpy()
+    lone = (verdict.eq(str(Verdict.TARGET_DIVERGENT)).fillna(False) & df["first_div_op"].notna()).to_numpy()
+    if not suspect.any() or not lone.any():
+        return
+    place = pd.DataFrame({"op": _text(df["first_div_op"]), "ns": _text(df["node_symptom"]), "stack": _text(df["stack"]),
+                          "consensus": df["consensus"].astype(object), "row": np.arange(len(df))})
+    known = place[suspect].assign(stack=place.loc[suspect, "consensus"].astype(str).str.split(",")).explode("stack")
+    known = known.drop_duplicates(["op", "ns", "stack"])[["op", "ns", "stack", "consensus"]]
+    found = place[lone].drop(columns="consensus").merge(known, on=["op", "ns", "stack"])
+    if len(found):
+        rows = found["row"].to_numpy()
+        df.iloc[rows, df.columns.get_loc("verdict")] = str(Verdict.REFERENCE_SUSPECT)
+        df.iloc[rows, df.columns.get_loc("consensus")] = found["consensus"].to_numpy()
+
+
 def _precision_only(options: pd.Series) -> dict[tuple[str, str], bool]:
     """For each pair of backend labels: whether their options differ in precision settings alone."""
     parsed = {}
@@ -158,5 +180,7 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
         df[c] = df[c].astype(object)
     inherit_culprits(df)
     explain_by_options(df)
+    df["verdict"], df["consensus"] = df["verdict"].astype(object), df["consensus"].astype(object)
+    extend_consensus(df)
     df["dtype_specific"] = dtype_specific(df)
     return df

@@ -62,9 +62,16 @@ def describe(row) -> str:
     if str(row.symptom).startswith("grad") and grad_ops is not None and len(grad_ops):
         where += f" (backward: {_items(grad_ops)})"
     band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
+    dtype = row.output_dtype if _given(row.output_dtype) and row.output_dtype != "-" else \
+        _items(getattr(row, "output_dtypes", None) or ["-"])
     modes = getattr(row, "modes", None)
     mode = "training: " if modes is not None and list(modes) == ["training"] else ""
-    return f"{_caused(row)}{mode}{row.symptom} {row.verdict}{where} ({row.output_dtype}{band})"
+    suspect = ""
+    if row.verdict == "reference-suspect":
+        numpy = getattr(row, "numpy_agrees", None)
+        suspect = f"; PyTorch's: {getattr(row, 'consensus', None) or 'the targets'} agree" + \
+            (", numpy too" if numpy is True else "")
+    return f"{_caused(row)}{mode}{row.symptom} {row.verdict}{where} ({dtype}{band}){suspect}"
 
 
 def culprit_text(row) -> str:
@@ -157,3 +164,40 @@ def render_diff(d: pd.DataFrame, limit: int = 50) -> str:
              _known(r), describe(r)] for r in d.head(limit).itertuples()]
     return format_table(["state", "cluster", "severity", "vendor", "before", "after", "backends", "known", "what"],
                         rows, max_width=90) + f"\n{head}"
+
+
+WHY_DIMENSIONS = (  # what a cluster's runs may differ in and still be one bug: (column, what it is)
+    ("output_dtype", "output dtypes (identity only where the op passes at another dtype)"),
+    ("symptom", "what the model's output showed (severity)"), ("task_agree", "task agreement (severity)"),
+    ("probe", "input sets"), ("backend", "backend labels"), ("seed_id", "seeds"), ("mode", "modes"),
+    ("first_div_op", "operators (keyed by the culprit pass instead)"), ("consensus", "stacks that agree"),
+    ("numpy_agrees", "numpy gives their answer"), ("explain_ratio", None),
+)
+
+
+def render_why(cluster, rows: pd.DataFrame, parts=None) -> str:
+    """Why the runs of one cluster are one bug: the key's parts (``parts``: its row of
+    ``analysis.clusters.keys``), then what its runs differ in."""
+    from core.bugs import DIVERGENCE_FIELDS, FAILURE_FIELDS, MISSING
+
+    fields = FAILURE_FIELDS if cluster["kind"] == Kind.CRASH else DIVERGENCE_FIELDS
+    lines = [f"cluster {cluster['cluster']}: {describe(pd.Series(cluster).to_frame().T.itertuples().__next__())}",
+             f"{cluster['count']} runs, {cluster['variants']} variants, {cluster['seeds']} seeds", "", "the key:"]
+    for f in fields:
+        value = (cluster if parts is None else parts).get(f, MISSING)
+        if value is None or value != value or value == MISSING:
+            value = "- (not part of this key)"
+        lines.append(f"  {f:<14} {value}")
+    lines += ["", "what its runs differ in:"]
+    for column, what in WHY_DIMENSIONS:
+        if what is None or column not in rows.columns:
+            continue
+        counts = rows[column].astype(object).where(rows[column].notna(), "-").astype(str).value_counts()
+        if len(counts) > 1 or column in ("output_dtype", "probe"):
+            seen = ", ".join(f"{v} ({n})" for v, n in counts.head(8).items())
+            more = f" +{len(counts) - 8}" if len(counts) > 8 else ""
+            lines.append(f"  {what}: {seen}{more}")
+    merged = cluster.get("merged")
+    if merged is not None and len(merged):
+        lines.append(f"  folded in (alike minimised reproducers): {', '.join(merged)}")
+    return "\n".join(lines)

@@ -99,6 +99,9 @@ def cmd_triage(args) -> int:
     from analysis.triage import render_clusters
 
     run = _run(args.run_dir, args)
+    if args.why:
+        print(run.why(args.why))
+        return 0
     print(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
                           benign_shown=args.benign, models=run.catalog_models()))
     return 0

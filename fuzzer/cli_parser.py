@@ -58,6 +58,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     t.add_argument("run_dir")
     t.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
     t.add_argument("--benign", action="store_true", help="also list differences explained without a defect")
+    t.add_argument("--why", metavar="CLUSTER", help="why the runs of one cluster are one bug: its key, and what they "
+                   "differ in (dtypes, probes, symptoms)")
 
     rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
     rp.add_argument("run_dir")

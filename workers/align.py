@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.bugs import BugKey, Verdict
+from core.bugs import BugKey, Symptom, Verdict
 
 from .compare import Settings, attribute, compare
 from .interpret import node_values, prefix_graph, probe_nodes, tensor_inputs
@@ -113,9 +113,10 @@ class Aligner:
     """Locate the first divergent node of one target on one variant."""
 
     def __init__(self, variant, make_backend, device: str, input_device: str, settings: Settings,
-                 reference_device: str = "cpu"):
+                 reference_device: str = "cpu", symptom: str | None = None):
         self.v, self.make_backend, self.device, self.input_device = variant, make_backend, device, input_device
         self.s = settings
+        self.wanted = symptom  # what the run shows: a NaN-pattern divergence starts where NaNs differ
         self.ref = node_values(variant.gm, variant.inputs, device=reference_device)
         self.oracle = node_values(variant.gm, variant.inputs, widen=True)
         self.nodes = probe_nodes(variant.gm, self.ref)
@@ -123,9 +124,14 @@ class Aligner:
         self.growth: dict[str, float] = {}
 
     def _diverges(self, name: str, value) -> bool:
+        """Whether the target diverges at node ``name`` the way the run does: a run whose output differs in
+        more than rounding (NaN pattern, integers, values) starts where that does, not at an earlier
+        node that is only numerically off (OpenVINO's bfloat16 convolution before its relu drops a NaN)."""
         v = attribute([value], [self.ref[name]], [self.oracle[name]], self.s)
-        self.growth[name] = compare([value], [self.ref[name]], self.s).tol_ratio
-        return v.verdict == Verdict.TARGET_DIVERGENT
+        self.growth[name] = v.closeness.tol_ratio
+        if v.verdict != Verdict.TARGET_DIVERGENT:
+            return False
+        return self.wanted in (None, Symptom.NUMERIC) or v.closeness.symptom != Symptom.NUMERIC
 
     def _run_prefix(self, k: int) -> list:
         node = self.nodes[k]

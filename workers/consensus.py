@@ -6,14 +6,15 @@ behaviour as several vendor bugs. When at least two targets of different stacks 
 target-divergent on a probe and agree with each other, their runs are ``reference-suspect``
 (``core.bugs``: one cluster, filed against PyTorch), with the stacks that agree
 (``consensus``) and, for a one-operator graph numpy has, whether numpy gives their answer too
-(``numpy_agrees``).
+(``numpy_agrees``); where numpy computes it as eager does, the targets share a defect and stay
+target-divergent. For a NaN/Inf divergence, agreeing on where the output is finite is agreement.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from core.bugs import Verdict
+from core.bugs import Symptom, Verdict
 
 from .compare import Settings, compare
 
@@ -66,7 +67,7 @@ def find_consensus(runs: list, outputs: dict, stacks: dict, settings: Settings, 
     groups: list[list] = []
     for o in divergent:  # runs whose outputs agree, greedily: each joins the first group it agrees with
         for g in groups:
-            if compare(outputs[o.backend], outputs[g[0].backend], settings).passed:
+            if _agree(o, g[0], outputs[o.backend], outputs[g[0].backend], settings):
                 g.append(o)
                 break
         else:
@@ -76,11 +77,32 @@ def find_consensus(runs: list, outputs: dict, stacks: dict, settings: Settings, 
         return
     best = max(agreed, key=len)
     theirs = numpy_answer() if numpy_answer is not None else None
-    numpy_agrees = None if theirs is None else compare(_as(theirs, outputs[best[0].backend]),
-                                                        outputs[best[0].backend], settings).passed
+    numpy_agrees = None if theirs is None else _agree(best[0], best[0], _as(theirs, outputs[best[0].backend]),
+                                                       outputs[best[0].backend], settings)
+    if numpy_agrees is False:  # numpy computes the operator as eager does: the targets share a defect
+        return
     names = ",".join(sorted({stacks[o.backend] for o in best}))
     for o in best:
         o.figures.update(verdict=Verdict.REFERENCE_SUSPECT, consensus=names, numpy_agrees=numpy_agrees)
+
+
+def _agree(a, b, out_a: list, out_b: list, settings: Settings) -> bool:
+    """Two answers agree when they are close; or, for a NaN/Inf divergence from eager, when they have
+    the same NaN and Inf positions (a NaN grid coordinate samples garbage: only *where* it is
+    finite is an answer)."""
+    if compare(out_a, out_b, settings).passed:
+        return True
+    if a.figures.get("symptom") != Symptom.NONFINITE or b.figures.get("symptom") != Symptom.NONFINITE:
+        return False
+    if len(out_a) != len(out_b):
+        return False
+    for x, y in zip(out_a, out_b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.is_floating_point():
+            if x.shape != y.shape or not (torch.equal(x.isnan(), y.isnan()) and torch.equal(x.isinf(), y.isinf())):
+                return False
+        elif not compare([x], [y], settings).passed:
+            return False
+    return True
 
 
 def _as(values: list, like: list) -> list:

@@ -260,7 +260,7 @@ class Executor:
             self._release(spec.device)
 
     def align(self, variant_id: str, spec, settings, reference_device: str = "cpu", probe: Probe = Probe(),
-              wrong_grads: tuple = ()) -> dict:
+              wrong_grads: tuple = (), symptom: str | None = None) -> dict:
         """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification;
         for a training run whose gradients ``wrong_grads`` alone diverge, the node whose backward does."""
         from core.ir import Variant
@@ -276,7 +276,7 @@ class Executor:
             if wrong_grads:
                 return GradAligner(variant, spec.create, spec.device, input_device, settings, list(wrong_grads),
                                    reference_device).locate()
-            aligner = Aligner(variant, spec.create, spec.device, input_device, settings, reference_device)
+            aligner = Aligner(variant, spec.create, spec.device, input_device, settings, reference_device, symptom)
             return aligner.locate(backend.capture_nodes)
         finally:
             self._release(spec.device)

@@ -104,13 +104,13 @@ class VariantJob:
             self.loaded = False
         return reply
 
-    def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = ()) -> dict:
+    def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = (), symptom: str | None = None) -> dict:
         """Tier 2 in the sandbox, on the probe's inputs; a fault or error there leaves the run located
         nowhere, not lost."""
         self._load()
         try:
             reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare, self._reference_device(spec),
-                                    probe, wrong_grads, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
+                                    probe, wrong_grads, symptom, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
         except RemoteError as e:
             return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
         if isinstance(reply, Fault):
@@ -313,6 +313,6 @@ def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger
         known.inherit(o.figures)
         return
     t1 = time.perf_counter()
-    o.figures.update(job.align(spec, probe, wrong_grads), align_s=time.perf_counter() - t1)
+    o.figures.update(job.align(spec, probe, wrong_grads, o.figures.get("symptom")), align_s=time.perf_counter() - t1)
     if ledger is not None:
         _ask(ledger.settle, case, Location.of(job.vid, o.figures))

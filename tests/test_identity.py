@@ -1,0 +1,221 @@
+"""One defect, one cluster, by the located node: its symptom and op are identity, the model's output
+(its dtype, whether its top-1 changed) is severity; an input the stack receives wrong is located at
+the input; eager's own quirks are filed against PyTorch when independent stacks agree; the
+reference's own failures are no finding."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from analysis.clusters import clusters
+from core.bugs import Kind, Status, Symptom, Verdict, bug_key
+from workers.compare import Settings
+from workers.consensus import find_consensus, numpy_outputs
+from workers.outcome import RunOutcome
+
+
+def _div(**kw) -> dict:
+    row = {"campaign": "c", "variant_id": "ops/relu/float32/0#0", "seed_id": "ops/relu/float32/0",
+           "backend": "openvino@cpu", "stack": "openvino", "device": "cpu", "status": "mismatch", "stage": "compare",
+           "verdict": "target-divergent", "symptom": "nonfinite", "first_div_op": "aten.relu.default",
+           "node_symptom": "nonfinite", "output_dtype": "float32", "probe": "special:nan", "tol_ratio": None,
+           "task_agree": None, "node_count": 3, "mutations": [], "ops": ["aten.relu.default"]}
+    row.update(kw)
+    return row
+
+
+def test_the_located_nodes_symptom_is_identity_and_the_models_is_severity():
+    """OpenVINO's relu turning NaN into 0, seen at three output dtypes and as a changed top-1 on a model:
+    one cluster listing its dtypes (the default campaign's three clusters of 2026-11)."""
+    rows = [_div(output_dtype=d, variant_id=f"ops/relu/{d}/0#0", seed_id=f"ops/relu/{d}/0")
+            for d in ("float32", "float16", "bfloat16")]
+    rows.append(_div(variant_id="timm/test_resnet#2", seed_id="timm/test_resnet", symptom="numeric", task_agree=0.0))
+    c = clusters(pd.DataFrame(rows))
+    assert len(c) == 1, c[["cluster", "symptom", "output_dtype"]]
+    assert sorted(c.iloc[0]["output_dtypes"]) == ["bfloat16", "float16", "float32"]
+    assert c.iloc[0]["level"] == "wrong answer" and c.iloc[0]["symptom"] == Symptom.NONFINITE
+
+
+def test_the_dtype_is_identity_only_where_the_op_passes_at_another_dtype():
+    """A float16-only kernel defect: the same seed and probe pass at float32 on the same stack."""
+    f16 = _div(output_dtype="float16", variant_id="ops/relu/float32/0#1")
+    ok = _div(status="ok", verdict="agree", symptom=None, first_div_op=None, node_symptom=None, stage=None)
+    other = _div(output_dtype="bfloat16", variant_id="ops/x/bfloat16/0#0", seed_id="ops/x/bfloat16/0",
+                 first_div_op="aten.exp.default")
+    c = clusters(pd.DataFrame([f16, ok, other]))
+    assert sorted(c["output_dtype"]) == ["-", "float16"]  # the exp divergence: no passing dtype, no dtype in its key
+    assert bug_key(f16) == bug_key({**f16, "output_dtype": "bfloat16"})  # a record alone: no dtype in the key
+
+
+def test_an_input_the_stack_receives_wrong_is_one_place_whatever_reads_it():
+    a = bug_key(_div(first_div_op="input:non-contiguous", node_symptom="numeric", symptom="numeric"))
+    b = bug_key(_div(first_div_op="input:non-contiguous", node_symptom="numeric", symptom="nonfinite",
+                     output_dtype="float16"))
+    assert a == b and a["first_div_op"] == "input:non-contiguous"
+
+
+def _outcome(backend: str, verdict=Verdict.TARGET_DIVERGENT, symptom=Symptom.NONFINITE) -> RunOutcome:
+    o = RunOutcome(backend=backend, stack=backend.split("@")[0], device="cpu", status=Status.OK)
+    o.figures = {"verdict": verdict, "symptom": symptom}
+    return o
+
+
+def test_stacks_that_agree_against_eager_file_one_cluster_for_pytorch():
+    nan = float("nan")
+    runs = [_outcome("onnxruntime@cpu"), _outcome("openvino@cpu"), _outcome("openvino-f32@cpu")]
+    runs[2].stack = "openvino"
+    stacks = {"onnxruntime@cpu": "onnxruntime", "openvino@cpu": "openvino", "openvino-f32@cpu": "openvino"}
+    answer = [torch.tensor([nan, 1.0, -1.0])]
+    outputs = dict.fromkeys(stacks, answer)
+    x = torch.tensor([nan, 2.0, -3.0])
+    gm = torch.fx.symbolic_trace(lambda t: torch.ops.aten.sign.default(t))
+    assert torch.equal(numpy_outputs(gm, (x,))[0].isnan(), answer[0].isnan())
+    find_consensus(runs, outputs, stacks, Settings(), lambda: numpy_outputs(gm, (x,)))
+    assert {o.figures["verdict"] for o in runs} == {Verdict.REFERENCE_SUSPECT}
+    assert runs[0].figures["consensus"] == "onnxruntime,openvino" and runs[0].figures["numpy_agrees"] is True
+    keys = {bug_key({**_div(), "backend": o.backend, "stack": o.stack, **o.figures}) for o in runs}
+    assert len(keys) == 1 and next(iter(keys))["stack_device"] == "pytorch"
+
+
+def test_numpy_siding_with_eager_keeps_a_shared_defect_on_the_targets():
+    nan = float("nan")
+    runs = [_outcome("a@cpu"), _outcome("b@cpu")]
+    outputs = dict.fromkeys(("a@cpu", "b@cpu"), [torch.tensor([0.0, 1.0])])  # relu(nan) = 0 on both
+    gm = torch.fx.symbolic_trace(lambda t: torch.ops.aten.relu.default(t))
+    find_consensus(runs, outputs, {"a@cpu": "a", "b@cpu": "b"}, Settings(),
+                   lambda: numpy_outputs(gm, (torch.tensor([nan, 1.0]),)))
+    assert {o.figures["verdict"] for o in runs} == {Verdict.TARGET_DIVERGENT}
+
+
+def test_a_nan_grid_coordinate_agrees_by_where_the_answer_is_finite():
+    """grid_sample at a NaN coordinate: eager NaN, Inductor -0.0 and ONNX Runtime 0.09 there (2026-12)."""
+    runs = [_outcome("inductor@cpu"), _outcome("onnxruntime@cpu"), _outcome("openvino@cpu", Verdict.AGREE, None)]
+    outputs = {"inductor@cpu": [torch.tensor([-0.0, 0.1007])], "onnxruntime@cpu": [torch.tensor([0.0903, 0.1007])],
+               "openvino@cpu": [torch.tensor([float("nan"), 0.1007])]}
+    find_consensus(runs, outputs, {b: b.split("@")[0] for b in outputs}, Settings(), lambda: None)
+    assert [o.figures["verdict"] for o in runs] == [Verdict.REFERENCE_SUSPECT] * 2 + [Verdict.AGREE]
+    assert runs[0].figures["numpy_agrees"] is None
+
+
+def test_the_references_own_failures_are_skipped_not_clustered():
+    from fuzzer.messages import SeedBuild
+    from fuzzer.records import seed_failure_record
+
+    build = SeedBuild(seed_id="ops/nonzero/float32/0", status=Status.ERROR, stage="capture",
+                      error_type="DataDependentOutputException", message="aten.nonzero.default")
+    rec = seed_failure_record("c", build, "eager@cpu", "cpu", "ops/nonzero/float32/0#failed")
+    assert rec.status == Status.SKIPPED and "DataDependent" in rec.error_type
+    assert bug_key(rec.to_row()) is None
+    lost = SeedBuild(seed_id="timm/x", status=Status.ERROR, stage="capture", error_type="WorkerLost", message="gone")
+    assert seed_failure_record("c", lost, "eager@cpu", "cpu", "timm/x#failed").status == Status.ERROR
+
+
+PLANTED = """
+name: identity
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/nn.functional.relu/float32/0", "ops/nn.functional.relu/float16/0",
+                            "ops/nn.functional.relu/bfloat16/0", "ops/nn.functional.relu/float64/0",
+                            "ops/tanh/float32/0", "ops/tanh/float16/0", "ops/add/int32/0", "ops/add/int64/0"]}
+  - {source: timm, include: [test_resnet]}
+variants: {per_seed: 3, mutations: 1, mutators: [semantic, precision]}
+probes: {per_variant: 6}
+backends:
+  targets: [{class: "tests.planted_backend:PlantedFaults", device: cpu}]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+LAYOUT = """
+name: layout
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/var/float32/0", "ops/add/float32/0", "ops/mul/float32/0", "ops/exp/float32/0"]}
+variants: {per_seed: 3, mutations: 1, mutators: [strided_input]}
+probes: {per_variant: 1}
+backends:
+  targets: [{class: "tests.planted_layout:IgnoresStrides", device: cpu}]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+SIGN = """
+name: sign
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/sign/float32/0", "ops/sign/float16/0"]}
+variants: {per_seed: 1}
+probes: {per_variant: 8, kinds: [special]}
+backends:
+  targets: [onnxruntime@cpu, openvino@cpu]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+def _run(text: str, folder):
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    c = from_dict(load(text, "t"), "t")
+    Driver(c, folder, progress=False).run()
+    return load_run(folder)
+
+
+@pytest.mark.ray
+def test_planted_faults_are_one_cluster_each_at_every_dtype_and_in_a_model(tmp_path):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        run = _run(PLANTED, tmp_path / "planted")
+        found = run.clusters()
+        where = found["failing_op"].where(found["kind"] == Kind.CRASH, found["first_div_op"])
+        per_fault = where.value_counts()
+        shown = found[["cluster", "kind", "symptom", "first_div_op", "output_dtypes", "count"]]
+        assert per_fault.get("aten.relu.default") == 1 and per_fault.get("aten.tanh.default") == 1, shown
+        assert per_fault.get("aten.add.Tensor") == 1, shown
+        assert len(found) / len(per_fault) <= 1.1, shown
+        relu = found[where == "aten.relu.default"].iloc[0]
+        assert {"float32", "float16"} <= set(relu["output_dtypes"]), relu
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.ray
+def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        run = _run(LAYOUT, tmp_path / "layout")
+        found = run.clusters()
+        assert len(found) == 1, found[["cluster", "first_div_op", "ops", "count"]]
+        assert found.iloc[0]["first_div_op"] == "input:non-contiguous" and found.iloc[0]["seeds"] >= 2
+        runs = run.records(["first_div_node", "verdict"])
+        located = runs[runs["verdict"] == Verdict.TARGET_DIVERGENT]["first_div_node"].dropna()
+        assert located.str.startswith("input:").all() and len(located)
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.ray
+def test_sign_at_nan_is_one_reference_suspect_cluster(tmp_path):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        run = _run(SIGN, tmp_path / "sign")
+        found = run.clusters()
+        suspect = found[found["verdict"] == Verdict.REFERENCE_SUSPECT]
+        assert len(suspect) == 1 and not suspect.iloc[0]["vendor"], found[["cluster", "verdict", "backends"]]
+        assert sorted(suspect.iloc[0]["backends"]) == ["onnxruntime@cpu", "openvino@cpu"]
+        assert bool(suspect.iloc[0]["numpy_agrees"])
+        # ONNX Runtime refuses float16 sign: OpenVINO alone there is the behaviour it agreed on at float32
+        assert set(suspect.iloc[0]["output_dtypes"]) == {"float32", "float16"}
+        assert not found["vendor"].any(), found[["cluster", "verdict", "backends", "first_div_op"]]
+    finally:
+        ray.shutdown()
