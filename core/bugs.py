@@ -275,7 +275,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
     def unless_explained(a):  # a behaviour's key is its backend and explanation alone
         return pc.if_else(explained, MISSING, a)
 
-    culprit = text(col("culprit"))  # the pass that causes a compiler finding (workers.culprit)
+    culprit = pc.if_else(suspect, MISSING, text(col("culprit")))  # the pass behind a compiler finding; PyTorch's: none
     named = pc.not_equal(culprit, MISSING)
 
     parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
