@@ -77,7 +77,8 @@ def inherit_culprits(df: pd.DataFrame) -> None:
 
 def dtype_specific(df: pd.DataFrame) -> pd.Series:
     """True on the located divergences of an (op, stack, device) that the same stack passes at another
-    output dtype on the same seed and probe: a dtype-specific kernel, whose dtype is part of its key.
+    output dtype, as exact or more (``_as_exact``), on the same seed and probe: a dtype-specific
+    kernel, whose dtype is part of its key.
     Elsewhere the dtype is not identity: the cluster lists the dtypes it was seen at."""
     out = pd.Series(False, index=df.index)
     verdict = df["verdict"].astype("string")
@@ -96,12 +97,24 @@ def dtype_specific(df: pd.DataFrame) -> pd.Series:
     group = ["stack", "device", "op"]
     seen = where.loc[located, [*group, "dtype"]].drop_duplicates().assign(_diverges=True)  # where the op diverges
     pairs = pairs.merge(seen.rename(columns={"dtype": "dtype_ok"}), on=[*group, "dtype_ok"], how="left")
-    specific = pairs.loc[pairs["_diverges"].isna(), group].drop_duplicates()
+    finer = [_as_exact(ok, bad) for ok, bad in zip(pairs["dtype_ok"], pairs["dtype"])]
+    specific = pairs.loc[pairs["_diverges"].isna().to_numpy() & np.array(finer, dtype=bool), group].drop_duplicates()
     if specific.empty:
         return out
     rows = where[located].merge(specific, on=["stack", "device", "op"])["row"].to_numpy()
     out.iloc[rows] = True
     return out
+
+
+FLOAT_RANK = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3}  # most exact first
+
+
+def _as_exact(passed: str, diverged: str) -> bool:
+    """Whether passing at ``passed`` says the op is wrong at ``diverged`` alone: a float dtype at least as
+    exact (passing at bfloat16 only says its tolerance is looser), or another integer dtype."""
+    if passed in FLOAT_RANK and diverged in FLOAT_RANK:
+        return FLOAT_RANK[passed] <= FLOAT_RANK[diverged]
+    return passed not in FLOAT_RANK and diverged not in FLOAT_RANK and "int" in passed and "int" in diverged
 
 
 def extend_consensus(df: pd.DataFrame) -> None:
