@@ -12,6 +12,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import torch
+
 from core.ir import Variant
 
 log = logging.getLogger("gapfuzz.fuzzer")
@@ -25,8 +27,15 @@ def size(v: Variant) -> tuple:
     return (v.node_count, sum(t.numel() for t in v.inputs), sum(t.numel() for t in tensors.values()), distinct)
 
 
+def layouts(tensors) -> tuple:
+    """Each tensor's sizes, strides and storage offset: what a checksum of values leaves out."""
+    return tuple((tuple(t.shape), t.stride(), t.storage_offset()) if isinstance(t, torch.Tensor) else None
+                 for t in tensors)
+
+
 def key(v: Variant) -> tuple:
-    return v.graph_hash, v.weight_checksum(), v.input_checksum()
+    """Two candidates are the same when graph, values and layouts are (a strided input is not its copy)."""
+    return v.graph_hash, v.weight_checksum(), v.input_checksum(), layouts(v.inputs), layouts(v.tensors().values())
 
 
 @dataclass
@@ -45,19 +54,21 @@ class Shrinker:
     seen: set = field(default_factory=set)
     stats: dict = field(default_factory=dict)
     calls: int = 0
-    _pass: str = "start"
+    pass_name: str = "start"  # the pass whose candidates are being considered (for stats)
 
     def __post_init__(self):
         self.seen.add(key(self.current))
 
-    def consider(self, candidate: Variant | None) -> bool:
-        """True when ``candidate`` is smaller, new, and still shows the bug: it becomes current."""
-        st = self.stats.setdefault(self._pass, PassStats())
+    def consider(self, candidate: Variant | None, no_larger: bool = False) -> bool:
+        """True when ``candidate`` is smaller (``no_larger``: not larger, for a pass that removes what
+        size does not measure, a recipe's mutations), new, and still shows the bug: it becomes current."""
+        st = self.stats.setdefault(self.pass_name, PassStats())
         st.tried += 1
         if candidate is None or self.calls >= self.max_calls:
             return False
         k = key(candidate)
-        if k in self.seen or not size(candidate) < size(self.current):
+        if k in self.seen or not (size(candidate) <= size(self.current) if no_larger else
+                                  size(candidate) < size(self.current)):
             return False
         self.seen.add(k)
         self.calls += 1
@@ -74,15 +85,21 @@ class Shrinker:
         while progress and self.calls < self.max_calls:
             progress = False
             for shrink_pass in passes:
-                self._pass = shrink_pass.__name__
-                t0 = time.perf_counter()
-                before = size(self.current)
-                shrink_pass(self)
-                self.stats.setdefault(self._pass, PassStats()).seconds += time.perf_counter() - t0
-                if size(self.current) < before:
-                    progress = True
-                    log.info("%s: %s -> %s", self._pass, before, size(self.current))
+                progress = self.apply(shrink_pass) or progress
         return self.current
+
+    def apply(self, shrink_pass, name: str | None = None) -> bool:
+        """One pass (``shrink_pass(self)``), its time and candidates counted under ``name``; whether
+        the current variant got smaller."""
+        self.pass_name = name or shrink_pass.__name__
+        t0 = time.perf_counter()
+        before = size(self.current)
+        shrink_pass(self)
+        self.stats.setdefault(self.pass_name, PassStats()).seconds += time.perf_counter() - t0
+        if size(self.current) < before:
+            log.info("%s: %s -> %s", self.pass_name, before, size(self.current))
+            return True
+        return False
 
     def report(self) -> dict:
         return {"calls": self.calls, "final_size": size(self.current),

@@ -2,7 +2,9 @@
 
 Removing a node never changes what its consumers see: the node becomes a graph input that
 carries its value on the reference (PyTorch's minifier does the same in delta debugging), so
-a pass can cut away everything upstream of the bug while the bug's own inputs stay real.
+a pass can cut away everything upstream of the bug while the bug's own inputs stay real. A
+tensor a pass rebuilds keeps its layout (dimension order, gaps, storage offset): a bug that
+needs a strided input survives its input being made smaller.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from workers.interpret import node_values, prefix_graph
-from core.ir import Variant
+from core.ir import Variant, clone_exact
 
 from .core import Shrinker
 
@@ -54,7 +56,7 @@ def as_inputs(v: Variant, names: set, values: dict) -> Variant:
     for n in old:
         if n.name in names:
             env[n] = graph.placeholder(f"{n.name}_value")
-            inputs.append(values[n.name].clone())
+            inputs.append(clone_exact(values[n.name]))
     for n in old:
         if n.op == "output":
             graph.output(fx.map_arg(n.args[0], lambda a: env[a]))
@@ -136,8 +138,29 @@ def cut_output(v: Variant, name: str) -> Variant:
     return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), ("out",), mode=v.mode)
 
 
+def laid_out_like(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A copy of ``values`` laid out as ``like`` is, whatever the sizes: the same dimension order, each
+    dimension as many times further apart than dense as there (a gapped view's step), broadcast (stride 0)
+    dimensions kept, the same storage offset. ``like``'s layout at ``values``' sizes."""
+    if values.dim() != like.dim() or values.numel() == 0:
+        return clone_exact(values)
+    strides, reach_old, reach_new = [0] * like.dim(), 1, 1
+    for d in sorted(range(like.dim()), key=lambda d: (like.stride(d), like.shape[d])):
+        if like.stride(d) == 0:
+            continue
+        gap = like.stride(d) // reach_old if like.stride(d) % reach_old == 0 and like.stride(d) >= reach_old else 1
+        strides[d] = reach_new * gap
+        reach_old, reach_new = like.stride(d) * like.shape[d], strides[d] * values.shape[d]
+    span = like.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(values.shape, strides))
+    out = torch.empty(span, dtype=values.dtype, device=values.device).as_strided(values.shape, strides,
+                                                                                   like.storage_offset())
+    once = [1 if s == 0 else n for n, s in zip(values.shape, strides)]  # a broadcast dimension is written once
+    out.as_strided(once, strides, like.storage_offset()).copy_(values[tuple(slice(0, n) for n in once)])
+    return out
+
+
 def _narrowed(v: Variant, i: int, d: int, length: int) -> Variant:
-    inputs = tuple(t.narrow(d, 0, length).clone() if k == i else t for k, t in enumerate(v.inputs))
+    inputs = tuple(laid_out_like(t.narrow(d, 0, length), t) if k == i else t for k, t in enumerate(v.inputs))
     return v.with_graph(v.gm, inputs)
 
 
@@ -165,7 +188,7 @@ def simplify_weights(sh: Shrinker) -> None:
 def with_tensor(v: Variant, name: str, value: torch.Tensor) -> Variant:
     root = torch.nn.Module()
     for k, t in v.tensors().items():
-        root.register_buffer(k, value if k == name else t)
+        root.register_buffer(k, laid_out_like(value, t) if k == name else t)
     graph = fx.Graph()
     graph.output(graph.graph_copy(v.gm.graph, {}))
     return Variant(fx.GraphModule(root, graph), v.inputs, v.output_names, mode=v.mode)
