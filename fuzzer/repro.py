@@ -31,7 +31,7 @@ from .generate import replay
 from .recipe import Recipe
 from .repro_code import reproducer, save_inputs
 from .repro_report import bug_report
-from .shrink.core import Shrinker, counted, size
+from .shrink.core import Shrinker, counted
 from .shrink.passes import DEFAULT_PASSES
 from .shrink.predicate import SameBug
 
@@ -63,10 +63,13 @@ class ReproError(ValueError):
     """A cluster that cannot be minimised, for a reason a person can act on (one line)."""
 
 
-def verify(folder: Path, tries: int = 3, timeout: float = 600, block_gapfuzz: bool = True) -> tuple[int, str]:
+def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bool = True,
+           reproduced: tuple = (1,), hang_reproduces: bool = False) -> tuple[int, str]:
     """Run repro.py ``tries`` times in fresh interpreters (that cannot import gapfuzz, unless the backend
-    is a plug-in whose class needs it). Each runs in a scratch folder holding only ``repro.py`` and
-    ``inputs.pt``, with no script folder on ``sys.path`` (``-P``): a run folder is data, and a
+    is a plug-in whose class needs it); returns how many reproduced the bug: ended with an exit status
+    in ``reproduced`` (1; a crash's signal as its negative), or, with ``hang_reproduces`` (the bug is a
+    hang), ran past ``timeout``, the campaign's. Each runs in a scratch folder holding only ``repro.py``
+    and ``inputs.pt``, with no script folder on ``sys.path`` (``-P``): a run folder is data, and a
     ``torch.py`` shipped beside a reproducer must not stand in for torch."""
     failures, last = 0, ""
     code = (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
@@ -93,11 +96,26 @@ def verify(folder: Path, tries: int = 3, timeout: float = 600, block_gapfuzz: bo
                 proc.wait()
             log.seek(0)
             if rc is None:
-                last = f"[no result within {timeout:g} s]"
+                failures += hang_reproduces
+                last = log.read()[-4000:] + f"\n[no result within {timeout:g} s: " + \
+                    ("the hang is reproduced]" if hang_reproduces else "not the bug]")
             else:
-                failures += rc != 0
+                failures += rc in reproduced
                 last = log.read()[-4000:] + f"\n[exit status {rc}]"
     return failures, last
+
+
+def reproduced_by(record: dict, key) -> tuple:
+    """The exit statuses of repro.py that mean the bug is there: 1, and for a crash what it died of
+    (a signal, as Popen gives it: its negative; an exit status)."""
+    cause = str(record.get("cause") or "")
+    if key.kind != Kind.CRASH or record["status"] != Status.CRASH:
+        return (1,)
+    if cause.startswith("signal:") and hasattr(signal, cause[7:].split()[0]):
+        return 1, -int(getattr(signal, cause[7:].split()[0]))
+    if cause.startswith("exit ") and cause[5:].strip().lstrip("-").isdigit():
+        return 1, int(cause[5:].strip())
+    return (1,)
 
 
 def _campaign(run_dir: Path, allow_plugins: bool):
@@ -124,10 +142,13 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                          f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
     c = _campaign(run_dir, allow_plugins)
     target = next(s for s in c.backends.all() if s.name == record["backend"])
-    if target.option_space:  # the option set this run drew from its space, replayed exactly
-        target = dataclasses.replace(target, options=json.loads(record.get("backend_options") or "{}"),
-                                     option_space={})
+    recorded = record.get("backend_options")
+    if recorded or target.option_space:  # the options the run had (given, or drawn from a space), replayed exactly
+        target = dataclasses.replace(target, options=json.loads(recorded or "{}"), option_space={})
     recipe = Recipe.from_json(record["recipe"])
+    if record.get("mode") and record["mode"] != recipe.mode:
+        raise ReproError(f"{record['variant_id']}: the record ran in {record['mode']} mode, its recipe says "
+                         f"{recipe.mode}")
     variant = replay(recipe, c.capture.max_params)
     if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:
         log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
@@ -150,20 +171,23 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         if not predicate(variant):
             result.predicate_calls = same_bug.calls
             return _finish(result, t0)
-        variant, dropped = _drop_mutations(recipe, variant, predicate, c.capture.max_params, probe)
         shrinker = Shrinker(variant, predicate, max_calls=max_calls)
+        dropped = []
+        shrinker.apply(lambda sh: dropped.append(_drop_mutations(sh, recipe, c.capture.max_params, probe)),
+                       "drop_mutations")
         final = shrinker.run(DEFAULT_PASSES)
         result.stats = shrinker.report()
     finally:
         same_bug.close()
-    result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped
+    result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped[0]
     result.ops = [str(n.target) for n in final.gm.graph.nodes if n.op == "call_function"]
     title = _title(record, target.name, final)
     compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}
     save_inputs(final, out / "inputs.pt")
     (out / "repro.py").write_text(reproducer(final, target, record, title, compare, output_kind,
-                                             c.compare.detection_adapter))
-    result.failures, output = verify(out, tries, block_gapfuzz=target.backend_cls().prepare_fn is not None)
+                                             c.compare.detection_adapter, settings.timeout_s))
+    result.failures, output = verify(out, tries, settings.timeout_s, target.backend_cls().prepare_fn is not None,
+                                     reproduced_by(record, key), record["status"] == Status.TIMEOUT)
     result.tries = tries
     result.status = "reproducible" if result.failures == tries else "flaky" if result.failures else "not-reproduced"
     (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
@@ -177,8 +201,10 @@ def _finish(result: ReproResult, t0: float) -> ReproResult:
     return result
 
 
-def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe):
-    """Recipe-level pass: remove mutations one at a time (last first) while the bug stays."""
+def _drop_mutations(sh: Shrinker, recipe: Recipe, max_params, probe: Probe) -> int:
+    """Recipe-level pass: remove mutations one at a time (last first) while the bug stays. Each
+    candidate goes through ``consider``, not larger than the current variant: a mutation that only
+    lays an input out differently changes no size, and stays if the bug needs it."""
     dropped = 0
     for i in reversed(range(len(recipe.mutations))):
         fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng, recipe.mode,
@@ -186,10 +212,10 @@ def _drop_mutations(recipe: Recipe, variant, predicate, max_params, probe: Probe
         try:
             candidate = probed(replay(fewer, max_params), probe)
         except Exception:  # noqa: BLE001 - later mutations may need earlier ones; keep them then
-            continue
-        if size(candidate) <= size(variant) and predicate(candidate):
-            recipe.mutations, variant, dropped = fewer.mutations, candidate, dropped + 1
-    return variant, dropped
+            candidate = None
+        if sh.consider(candidate, no_larger=True):
+            recipe.mutations, dropped = fewer.mutations, dropped + 1
+    return dropped
 
 
 def _title(record: dict, backend: str, v) -> str:

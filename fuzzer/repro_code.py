@@ -1,162 +1,211 @@
 """Write a minimal variant as a stand-alone ``repro.py``: plain PyTorch and the stack's package.
 
-The graph becomes a ``torch.nn.Module`` whose forward is the graph's own code (calls to
-``torch.ops.aten``), traced back into an fx graph as the pool saw it; weights and inputs are
-loaded from ``inputs.pt`` with ``weights_only``. The backend is prepared by its own
-``prepare_fn`` and the outputs are judged by the campaign's comparison code under the campaign's
-``compare`` settings, all copied in verbatim (``source_copy``), so the script decides "the bug is
-present" exactly as the campaign did. It exits 1 while the bug is present. Everything taken from
-a record or a campaign file enters the script as a literal (``repr``), never as source.
+A vendor reads the whole file, so it holds what the bug needs and nothing else: the graph as a
+``torch.nn.Module`` (its forward is the graph's own code), the inputs and weights from ``inputs.pt``
+rebuilt with their sizes, strides and storage offset, the backend's own ``prepare_fn`` copied
+verbatim (``source_copy``), and the one check that shows the bug (``repro_checks``): the outputs
+that were wrong against eager at the campaign's tolerance, float64 only where the verdict blames
+eager, the task-level judge only for a task-level bug; for a failure, its exception type and
+message template. Exit status 1 while the bug is present, 3 on another failure. Everything taken
+from a record or a campaign file enters the script as a literal (``_literal``), never as source.
 """
 from __future__ import annotations
 
+import ast
+import importlib
 import textwrap
 
 import torch
 
-from core.bugs import Mode, Status
-from core.ir import Variant
+from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Status, Symptom, Verdict, bug_key
+from core.ir import Variant, clone_exact
+from core.templates import template
 from workers.backends.eager import prepare_eager_fp64
 from workers.compare import Settings
-from workers.executor import to_host
 from workers.registry import BackendSpec
-from workers.judge import judge_outputs
-from workers.training import draws_randomly, lift_parameters, output_names, train_step, trainable_parameters
+from workers.task import canonicalize, task_agreement
+from workers.training import draws_randomly, forward_count, lift_parameters, output_names, train_step, \
+    trainable_parameters
 
+from . import repro_checks
 from .source_copy import SourceCopy
 
-HEADER = '''"""A reproducer written by gapfuzz: run it with `python repro.py` beside inputs.pt.
+HEADER = '''"""A reproducer written by gapfuzz: `python repro.py` beside inputs.pt, with torch and the backend's stack.
+Exit status 1: the bug is present; 0: it is not; 3: the backend failed another way; 4: this script failed."""'''
 
-It needs only torch and the backend's own package. Exit status 1 while the bug is present.
-"""
-from __future__ import annotations
-
-import sys
-from math import inf, nan
-
-import torch
+LOAD = '''def main():
+    data = torch.load("inputs.pt", weights_only=True)
+    weights, inputs = data["weights"], data["inputs"]
+    laid = [(tuple(t.shape), t.stride(), t.storage_offset()) for t in inputs]
+    print(f"{TITLE}\\ninputs (sizes, strides, storage offset): {laid}")
+    assert laid == LAYOUTS, "inputs.pt does not hold the layouts the bug was found with"'''
+GRAPH = {Mode.INFERENCE: "torch.fx.symbolic_trace(Repro(weights).eval())",
+         Mode.TRAINING: "lift_parameters(torch.fx.symbolic_trace(Repro(weights).eval()), PARAMS)"}
+CALL = {Mode.INFERENCE: "host({run}(*[exact(t, {device}) for t in inputs]))",  # one call's outputs
+        Mode.TRAINING: "host(train_step({run}, [exact(t, {device}) for t in params], [exact(t, {device}) for t in "
+                       "inputs]))"}  # a training step's: the outputs, the loss, every gradient
+PREPARE = '''run, _ = PREPARE({graph}, [exact(t, INPUT_DEVICE) for t in {fed}], DEVICE, OPTIONS)'''
+DIVERGENCE = '''    with torch.no_grad():
+        expected = {reference}
+        try:
+            {prepare}
+            actual = {target}
+        except Exception as e:
+            print(f"{{BACKEND}} raised {{type(e).__name__}}: {{e}}\\na different failure: not the bug")
+            return 3'''
+FAILURE = '''    try:
+        with torch.no_grad():
+            {prepare}
+            {target}
+    except Exception as e:
+        return failure(e, ERROR_TYPE, TEMPLATE)
+    print(f"{{BACKEND}} ran without error: the bug is not present")
+    return 0'''
+ORACLE = '''        run_oracle, _ = prepare_eager_fp64({graph}, [exact(t, "cpu") for t in {fed}], "cpu", {{}})
+        oracle = {oracle}'''
+CHECK = '''    present = any([differs(name, actual[i], expected[i], TOLERANCES) for i, name in CHECKED.items()])'''
+BLAME = '''    verdict = blame(actual, expected, oracle, TOLERANCES, MULTIPLIER, FAR)
+    print(f"verdict {verdict} (the campaign's: {VERDICT})")
+    present = present and verdict == VERDICT'''
+TASK = '''    task = task_agreement(OUTPUT_KIND, actual, expected, NAMES, DETECTION_ADAPTER)
+    print(f"task-level agreement with eager: {task}")
+    present = task.get("task_agree", 1.0) < 1.0'''
+ENTRY = '''if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as e:  # the reproducer itself failed, not the backend: not the bug
+        print(f"repro.py could not run: {type(e).__name__}: {e}")
+        sys.exit(4)
 '''
-
-STR_ENUM = '''import enum
-
-StrEnum = getattr(enum, "StrEnum", None) or type("StrEnum", (str, enum.Enum), {"__str__": str.__str__})
-'''
+VERDICT_LINE = ('''    print(f"the bug is {'present' if present else 'not present'} '''
+                '''({BACKEND} against PyTorch eager on the CPU)")\n    return int(present)''')
 
 
-# The functions below are copied into every reproducer, where they read its constants (CLASS_PATH,
-# INPUTS, PREPARE, ...) and its Repro class; here they are never called.
+# copied into a reproducer whose backend is a class of its own, not a ``prepare_fn``; never called here
 def prepare_plugin(gm, example_inputs, device, options):
     """A third-party backend class, imported from where the campaign named it."""
-    import importlib
-
     module, _, name = CLASS_PATH.partition(":")
     backend = getattr(importlib.import_module(module), name)(**options)
     return backend.prepare(gm, tuple(example_inputs), device), dict(getattr(backend, "info", None) or {})
 
 
-def graph_module(weights):
-    """The reproducer's module as an fx graph, which is what the backend was given; in training mode
-    its parameters (PARAMS) are its first inputs."""
-    gm = torch.fx.symbolic_trace(Repro(weights).eval())
-    return lift_parameters(gm, PARAMS) if MODE == "training" else gm
-
-
-def outputs_of(run, params, inputs):
-    """The outputs of one call; in training mode also the loss and every gradient (``train_step``)."""
-    if MODE == "training":
-        return to_host(train_step(run, params, tuple(inputs)))
-    return to_host(run(*inputs))
-
-
-def main():
-    if RANDOM:  # random ops (dropout): Inductor draws with eager's generator, train_step seeds it
-        from torch._inductor import config as inductor_config
-
-        inductor_config.fallback_random = True
-    data = torch.load(INPUTS, weights_only=True)
-    weights, inputs = data["weights"], data["inputs"]
-    params = [weights[name] for name in PARAMS]
-    print(FOUND["title"])
-    with torch.no_grad():
-        expected = outputs_of(graph_module(weights), params, [t.clone() for t in inputs])
-        print(f"reference (eager on the CPU): {[tuple(t.shape) for t in expected if isinstance(t, torch.Tensor)]}")
-        try:
-            fed = tuple(t.to(INPUT_DEVICE) for t in inputs)
-            fed_params = [p.to(INPUT_DEVICE) for p in params]
-            run, info = PREPARE(graph_module(weights), (*fed_params, *fed), DEVICE, OPTIONS)
-            if info:
-                print(f"{BACKEND} reports: {info}")
-            actual = outputs_of(run, fed_params, [t.clone() for t in fed])
-        except Exception as e:
-            print(f"{BACKEND} raised {type(e).__name__}: {e}")
-            return 1
-        if not DISCREPANCY:
-            print(f"{BACKEND} ran without error: the bug is not present")
-            return 0
-        run_oracle, _ = prepare_eager_fp64(graph_module(weights), (*params, *inputs), "cpu", {})
-        oracle = outputs_of(run_oracle, params, [t.clone() for t in inputs])
-    figures = judge_outputs(actual, expected, oracle, Settings.from_dict(COMPARE), OUTPUT_KIND,
-                            OUTPUT_NAMES, DETECTION_ADAPTER)
-    shown = range(len(expected)) if len(expected) <= 4 else [figures.get("worst_output") or 0]
-    for i in shown:
-        e, a = expected[i], actual[i]
-        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
-            name = OUTPUT_NAMES[i] if i < len(OUTPUT_NAMES) else i
-            print(f"output {name}: expected {e.flatten()[:6].tolist()}")
-            print(f"output {name}: actual   {a.flatten()[:6].tolist()}")
-    print(f"{BACKEND}: {figures['symptom']}, max |actual - expected| = {figures['max_abs_err']:.6g}; distance "
-          f"from float64 in tolerances: {BACKEND} {figures['err_vs_oracle']}, eager {figures['ref_err_vs_oracle']}; "
-          f"verdict {figures['verdict']}")
-    task_differs = (figures.get("task_agree") or 1.0) < 1.0
-    present = figures["verdict"] == VERDICT and (SYMPTOM is None or figures["symptom"] == SYMPTOM) and (
-        task_differs or not TASK_DIFFERS)
-    print(f"the bug is {'present' if present else 'not present'} (the campaign's verdict: {VERDICT}, {SYMPTOM})")
-    return 1 if present else 0
-
-
 def _forward_source(v: Variant) -> tuple[str, list[str]]:
     code = v.gm.graph.python_code(root_module="self")
-    lines = [f"{name} = torch.{name}" if name in ("device", "dtype", "layout") else None
-             for name in code.globals if name not in ("torch", "inf", "nan")]
-    return textwrap.indent(code.src.strip(), "    "), [ln for ln in lines if ln]
+    used = {n.id for n in ast.walk(ast.parse(code.src)) if isinstance(n, ast.Name)}
+    lines = [f"{name} = torch.{name}" for name in code.globals if name in ("device", "dtype", "layout")
+             and name in used]
+    return textwrap.indent(code.src.strip(), "    "), lines
+
+
+def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, random: bool, boxes: bool) -> str:
+    mode = Mode.TRAINING if v.mode == Mode.TRAINING else Mode.INFERENCE
+    fed = "(*params, *inputs)" if mode == Mode.TRAINING else "inputs"
+    prepare = PREPARE.format(graph=GRAPH[mode], fed=fed)
+    target = CALL[mode].format(run="run", device="INPUT_DEVICE")
+    lines = [LOAD]
+    if mode == Mode.TRAINING:
+        lines.append("    params = [weights[name] for name in PARAMS]  # in training, the graph's first inputs")
+    if random:  # random ops (dropout): Inductor draws with eager's generator, which train_step seeds
+        lines.append("    import torch._inductor.config\n\n    torch._inductor.config.fallback_random = True")
+    if failure:
+        lines.append("    faulthandler.enable()  # a crash prints where it happened")
+        if record["status"] == Status.TIMEOUT:
+            lines.append("    faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)  # a hang: the stacks, exit 1")
+        return "\n".join([*lines, FAILURE.format(prepare=prepare, target=target)])
+    lines.append(DIVERGENCE.format(reference=CALL[mode].format(run=GRAPH[mode], device='"cpu"'), prepare=prepare,
+                                   target=target))
+    if oracle:
+        lines.append(ORACLE.format(graph=GRAPH[mode], fed=fed, oracle=CALL[mode].format(run="run_oracle",
+                                                                                         device='"cpu"')))
+    if task:
+        if boxes:  # detections in the campaign's canonical order, as its judge compared them
+            lines.append("    actual, expected = canonicalize(actual, NAMES), canonicalize(expected, NAMES)")
+        lines.append(CHECK.replace("present = ", "_ = ") + "\n" + TASK)
+    else:
+        lines.append(CHECK + ("\n" + BLAME if oracle else ""))
+    return "\n".join([*lines, VERDICT_LINE])
 
 
 def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compare: dict, output_kind: str = "tensor",
-               detection_adapter: bool = True, inputs_file: str = "inputs.pt") -> str:
+               detection_adapter: bool = True, timeout_s: float = 300.0) -> str:
     """The text of repro.py for variant ``v`` on backend ``target``, showing the bug of ``record``;
-    ``compare`` is the campaign's compare settings (tolerances, multiplier, far)."""
+    ``compare`` is the campaign's compare settings (tolerances, multiplier, far), ``timeout_s`` its
+    timeout (a hang is a run that outlasts it)."""
     cls = target.backend_cls()
-    copy = SourceCopy({"StrEnum": STR_ENUM})
+    failure = record["status"] in FAILED
+    task = not failure and record.get("symptom") in (Symptom.TASK, None) and record.get("task_agree") is not None \
+        and record["task_agree"] < 1
+    oracle = not failure and not task and record.get("verdict") in (Verdict.REFERENCE_DIVERGENT,
+                                                                     Verdict.ILL_CONDITIONED)
+    training, random = v.mode == Mode.TRAINING, v.mode == Mode.TRAINING and draws_randomly(v.gm)
+    boxes = output_kind == "boxes" and detection_adapter
+    names = list(output_names(v))
+    k = forward_count(names) if training else len(names)
+    checked = range(k, len(names)) if training and record.get("symptom") in GRADIENT_SYMPTOMS else range(k)
+    settings = Settings.from_dict(compare)
+    key = bug_key(record) if failure and record.get("backend") else None
+    fed = [clone_exact(t) for t in v.inputs]  # as save_inputs writes them
+    constants = [
+        ("TITLE", title, True),
+        ("BACKEND, DEVICE, INPUT_DEVICE", (target.name, target.device, cls.input_device or target.device), True),
+        ("OPTIONS", dict(target.options), True), ("MODE", str(v.mode), True),
+        ("CLASS_PATH", None if cls.prepare_fn is not None else plugin_path(target), cls.prepare_fn is None),
+        ("LAYOUTS", layouts(fed), True),
+        ("PARAMS", trainable_parameters(v.gm) if training else None, training),
+        ("ERROR_TYPE", key["error_type"] if key else record.get("error_type"), failure),
+        ("TEMPLATE", key["template"] if key else template(record.get("message")), failure),
+        ("TIMEOUT_S", float(timeout_s), record["status"] == Status.TIMEOUT),
+        ("CHECKED", {i: str(names[i]) for i in checked}, not failure),
+        ("TOLERANCES", {k: tuple(t) for k, t in settings.tolerances.items()}, not failure),
+        ("VERDICT", record.get("verdict"), oracle),
+        ("MULTIPLIER", settings.multiplier, oracle), ("FAR", settings.far, oracle),
+        ("NAMES", names, task), ("OUTPUT_KIND", output_kind, task), ("DETECTION_ADAPTER", detection_adapter, task),
+    ]
+    rules = _rules(record.get("message") if not key or key["template"] == template(record.get("message")) else
+                   record.get("cause")) if failure else ""
+    copy = SourceCopy({"TEMPLATE_RULES": rules} if failure else {}, separator="\n")
     prepare = copy.add(cls.prepare_fn if cls.prepare_fn is not None else prepare_plugin)
-    copy.add(main)  # and what it calls: the oracle, the judge, the comparison
+    for fn, wanted in ((lift_parameters, training), (train_step, training), (prepare_eager_fp64, oracle),
+                       (canonicalize, task and boxes), (task_agreement, task),
+                       (repro_checks.exact, True), (repro_checks.host, True),
+                       (repro_checks.differs, not failure), (repro_checks.blame, oracle),
+                       (repro_checks.failure, failure)):
+        if wanted:
+            copy.add(fn)
     forward, aliases = _forward_source(v)
-    discrepancy = record["status"] == Status.MISMATCH or record.get("task_agree") is not None and \
-        record["task_agree"] < 1
-    found = {"title": title, "campaign": record.get("campaign"), "variant": record.get("variant_id"),
-             "seed": record.get("seed_id"), "backend": target.name}
-    constants = {
-        "FOUND": found, "BACKEND": target.name, "DEVICE": target.device,
-        "INPUT_DEVICE": cls.input_device or target.device, "OPTIONS": dict(target.options),
-        "CLASS_PATH": None if cls.prepare_fn is not None else plugin_path(target), "DISCREPANCY": bool(discrepancy), "VERDICT": record.get("verdict"),
-        "SYMPTOM": record.get("symptom"), "TASK_DIFFERS": bool(record.get("task_agree") is not None and
-                                                               record["task_agree"] < 1),
-        "COMPARE": compare, "OUTPUT_KIND": output_kind, "OUTPUT_NAMES": list(output_names(v)),
-        "MODE": str(v.mode), "PARAMS": trainable_parameters(v.gm) if v.mode == Mode.TRAINING else [],
-        "RANDOM": v.mode == Mode.TRAINING and draws_randomly(v.gm),
-        "DETECTION_ADAPTER": detection_adapter, "INPUTS": inputs_file,
-    }
-    literals = "\n".join(f"{k} = {_literal(val)!s}" for k, val in constants.items())
+    literals = "\n".join(f"{k} = {_literal(val)!s}" for k, val, wanted in constants if wanted)
+    imports = ("import sys", "import torch", *(["import faulthandler"] if failure else []))
     parts = [
-        HEADER.rstrip(),
+        HEADER + "\n" + copy.import_block(imports),
         "\n".join(aliases),
         literals,
-        "class Repro(torch.nn.Module):\n    def __init__(self, weights):\n        super().__init__()\n"
-        "        for name, t in weights.items():\n            self.register_buffer(name, t)\n\n" + forward + "\n",
-        copy.text(have=("import sys", "import torch")),
-        f"PREPARE = {prepare}",
-        'if __name__ == "__main__":\n    sys.exit(main())\n',
+        "class Repro(torch.nn.Module):\n    def __init__(self, weights):\n        super().__init__()\n" +
+        ("        for name, t in weights.items():\n            self.register_buffer(name, t)\n" if v.tensors() else "")
+        + "\n" + forward + "\n",
+        copy.text(with_imports=False),
+        _main(v, record, failure, oracle, task, random, boxes),
+        f"PREPARE = {prepare}\n" + ENTRY,
     ]
-    return "\n\n\n".join(p.strip() for p in parts if p.strip()) + "\n"
+    return "\n\n".join(p.strip() for p in parts if p.strip()) + "\n"  # one screen: one blank line between parts
+
+
+def layouts(inputs) -> list:
+    """Each input's (sizes, strides, storage offset), as the reproducer asserts them."""
+    return [(tuple(t.shape), tuple(t.stride()), t.storage_offset()) for t in inputs]
+
+
+def _rules(message: str | None) -> str:
+    """The rules of core.templates that change ``message`` (the others leave it, and a message of the
+    same template, as it is), one a line, checked to read back as those rules and to template
+    ``message`` as core.templates does."""
+    used = repro_checks.rules_used(message)
+    text = "TEMPLATE_RULES = [\n" + "".join(f"    {rule!r},\n" for rule in used) + "]\n" if used else \
+        "TEMPLATE_RULES = []  # nothing in the message is incidental\n"
+    namespace: dict = {}
+    exec(text, namespace)  # noqa: S102 - our own constant's repr
+    if namespace["TEMPLATE_RULES"] != used or repro_checks.template(message, used) != template(message):
+        raise ValueError(f"the reproducer's template of {str(message)[:80]!r} is not core.templates'")
+    return text
 
 
 def plugin_path(target: BackendSpec) -> str:
@@ -181,5 +230,7 @@ def _literal(value) -> str:
 
 
 def save_inputs(v: Variant, path) -> None:
-    torch.save({"inputs": [t.clone() for t in v.inputs],
-                "weights": {k: t.detach().clone() for k, t in v.tensors().items()}}, path)
+    """inputs.pt: each input and weight as the stacks were fed it (``clone_exact``: the wire's copy),
+    with its sizes, strides and storage offset; ``torch.save`` keeps a view's layout."""
+    torch.save({"inputs": [clone_exact(t) for t in v.inputs],
+                "weights": {k: clone_exact(t.detach()) for k, t in v.tensors().items()}}, path)

@@ -23,6 +23,18 @@ def environment() -> str:
         return f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()} ({e})"
 
 
+def expected_text(record: dict) -> str:
+    """What the reproducer checks, in words: the one check it holds."""
+    if record["status"] not in (Status.MISMATCH, Status.OK):
+        return (f"Expected: no {record['status']}. `repro.py` exits 1 on the same failure (the same exception type "
+                f"and message template; a crash's signal; a hang past the campaign's timeout) and 3 on another one.")
+    blame = {Verdict.REFERENCE_DIVERGENT: "; float64 must side with this backend, as it did in the campaign",
+             Verdict.ILL_CONDITIONED: "; both must be far from float64, as they were in the campaign"}
+    return ("Expected: the outputs of PyTorch eager on the CPU, within the campaign's tolerance for their dtype "
+            f"(|actual - expected| <= atol + rtol * |expected|, NaN where eager has NaN)"
+            f"{blame.get(record.get('verdict'), '')}. `repro.py` exits 1 while they differ.")
+
+
 def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
                cluster: dict) -> str:
     cls = target.backend_cls()
@@ -51,8 +63,7 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         "```sh\npython repro.py   # needs torch and the backend's package; inputs.pt holds the inputs and weights\n```",
         "", "```python", code.rstrip(), "```", "",
         "## Expected and actual", "",
-        "Expected: the result of PyTorch eager on the CPU (and, for numeric bugs, no further from the float64 "
-        "result than eager is). Actual, as printed by `repro.py`:", "",
+        expected_text(record), "", "Actual, as printed by `repro.py`:", "",
         "```", output.strip(), "```", "",
     ]
     if record["status"] == Status.MISMATCH:

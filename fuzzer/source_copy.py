@@ -34,10 +34,11 @@ def _loaded_names(source: str) -> set[str]:
 class SourceCopy:
     """Collects definitions; ``text()`` gives the imports and definitions, in dependency order."""
 
-    def __init__(self, provided: dict[str, str] | None = None):
+    def __init__(self, provided: dict[str, str] | None = None, separator: str = "\n\n"):
         self.imports: dict[str, str] = {}  # name -> import line
         self.definitions: dict[str, str] = dict(provided or {})  # name -> source, dependencies first
         self._visiting: set[str] = set()
+        self.separator = separator  # between definitions: blank lines, less one
 
     def add(self, obj, name: str | None = None) -> str:
         """Copy ``obj`` (a function or class of gapfuzz's) and what it needs; returns its name."""
@@ -85,7 +86,14 @@ class SourceCopy:
             raise CopyError(f"constant {name!r} does not read back from its repr {text[:80]!r}")
         self.definitions[name] = f"{name} = {text}\n"
 
-    def text(self, have: tuple[str, ...] = ()) -> str:
-        """The copied source; ``have``: import lines the script has already."""
-        imports = "\n".join(sorted(set(self.imports.values()) - set(have)))
-        return (imports + "\n\n\n" if imports else "") + "\n\n".join(self.definitions.values())
+    def text(self, have: tuple[str, ...] = (), with_imports: bool = True) -> str:
+        """The copied source; ``have``: import lines the script has already (``with_imports=False``:
+        the script places them itself, ``import_block``)."""
+        imports = "\n".join(sorted(set(self.imports.values()) - set(have))) if with_imports else ""
+        return (imports + "\n" + self.separator if imports else "") + self.separator.join(self.definitions.values())
+
+    def import_block(self, own: tuple[str, ...] = ()) -> str:
+        """The script's import lines and the copied code's, the standard library's first (PEP 8)."""
+        lines = set(own) | set(self.imports.values())
+        std = sorted(ln for ln in lines if ln.split()[1].split(".")[0] in sys.stdlib_module_names)
+        return "\n".join(std) + "\n\n" + "\n".join(sorted(lines - set(std)))
