@@ -219,3 +219,20 @@ def test_repro_lengths_prints_each_reproducers_lines_the_median_and_the_largest(
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "repro-lengths"), str(tmp_path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "median 70 lines, largest 90 (d-c)" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("fault, reproduced", [("segfault", True), ("raise", False)])
+def test_a_crash_reproducer_counts_its_signal_and_not_an_exception(tmp_path, fault, reproduced):
+    from core.bugs import bug_key
+    from fuzzer.repro import reproduced_by
+
+    v = _gelu()
+    record = {"status": "crash", "stage": "run", "cause": "signal:SIGSEGV", "error_type": "SIGSEGV",
+              "backend": "faulty@cpu", "variant_id": "v#0"}
+    target = parse_backend("faulty@cpu", {"fault": fault}, cls_path="tests.faulty_backend:Faulty")
+    (tmp_path / "repro.py").write_text(reproducer(v, target, record, "t", {}))
+    save_inputs(v, tmp_path / "inputs.pt")
+    codes = reproduced_by(record, bug_key(record))
+    assert codes == (1, -11)
+    failures, out = verify(tmp_path, tries=1, block_gapfuzz=False, reproduced=codes)
+    assert failures == int(reproduced) and ("[exit status -11]" if reproduced else "a different failure") in out, out
