@@ -228,3 +228,34 @@ def test_sign_at_nan_is_one_reference_suspect_cluster(tmp_path):
         assert not found["vendor"].any(), found[["cluster", "verdict", "backends", "first_div_op"]]
     finally:
         ray.shutdown()
+
+
+ZERO_DIVISION = """
+name: zdiv
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/remainder/int32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0}
+probes: {per_variant: 8, kinds: [integer]}
+backends:
+  targets: [{class: "tests.planted_layout:IgnoresStrides", device: cpu}]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_a_probe_eager_raises_on_is_skipped_for_every_backend_and_no_cluster(tmp_path):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        run = _run(ZERO_DIVISION, tmp_path / "zdiv")
+        runs = run.records(["backend", "status", "message"])
+        skipped = runs[runs["status"] == Status.SKIPPED]
+        assert set(skipped["backend"]) == {"eager@cpu", "eager-fp64@cpu", "ignores-strides@cpu"}
+        assert skipped["message"].str.contains("ZeroDivisionError").all()
+        assert run.clusters().empty
+    finally:
+        ray.shutdown()
