@@ -44,7 +44,7 @@ GRAPH = {Mode.INFERENCE: "torch.fx.symbolic_trace(Repro(weights).eval())",
 CALL = {Mode.INFERENCE: "host({run}(*[exact(t, {device}) for t in inputs]))",  # one call's outputs
         Mode.TRAINING: "host(train_step({run}, [exact(t, {device}) for t in params], [exact(t, {device}) for t in "
                        "inputs]))"}  # a training step's: the outputs, the loss, every gradient
-PREPARE = '''run, _ = PREPARE({graph}, [exact(t, INPUT_DEVICE) for t in {fed}], DEVICE, OPTIONS)'''
+PREPARE = '''run, info = PREPARE({graph}, [exact(t, INPUT_DEVICE) for t in {fed}], DEVICE, OPTIONS)'''
 DIVERGENCE = '''    with torch.no_grad():
         expected = {reference}
         try:
@@ -77,8 +77,9 @@ ENTRY = '''if __name__ == "__main__":
         print(f"repro.py could not run: {type(e).__name__}: {e}")
         sys.exit(4)
 '''
-VERDICT_LINE = ('''    print(f"the bug is {'present' if present else 'not present'} '''
-                '''({BACKEND} against PyTorch eager on the CPU)")\n    return int(present)''')
+VERDICT_LINE = '''    said = f"; it reports {info}" if info else ""  # what the stack says of itself (a precision, ...)
+    print(f"the bug is {'present' if present else 'not present'} ({BACKEND} against eager on the CPU{said})")
+    return int(present)'''
 
 
 # copied into a reproducer whose backend is a class of its own, not a ``prepare_fn``; never called here
@@ -148,7 +149,7 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
     constants = [
         ("TITLE", title, True),
         ("BACKEND, DEVICE, INPUT_DEVICE", (target.name, target.device, cls.input_device or target.device), True),
-        ("OPTIONS", dict(target.options), True), ("MODE", str(v.mode), True),
+        ("OPTIONS", dict(target.options), True), ("MODE", str(v.mode), training),  # inference: the default
         ("CLASS_PATH", None if cls.prepare_fn is not None else plugin_path(target), cls.prepare_fn is None),
         ("LAYOUTS", layouts(fed), True),
         ("PARAMS", trainable_parameters(v.gm) if training else None, training),
