@@ -175,16 +175,17 @@ def byte_view(t: torch.Tensor) -> torch.Tensor:
 
 def tensor_to_wire(t: torch.Tensor) -> dict:
     """Bytes plus dtype, shape and strides. A dense tensor travels compactly; any other view
-    (expanded, overlapping, gapped) travels with the storage span it reads, so that every stride
-    and alias arrives exactly as the caller made it."""
+    (expanded, overlapping, gapped, or from a storage offset) travels with the storage span it
+    reads, so that every stride, offset and alias arrives as the caller made it."""
     t = t.detach().cpu()
     wire = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "stride": list(t.stride())}
-    if t.numel() == 0 or _dense(t):
+    if t.numel() == 0 or (_dense(t) and t.storage_offset() == 0):
         data = byte_view(t).numpy() if t.numel() else np.zeros(0, np.uint8)
         return {**wire, "data": data}
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    raw = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), t.storage_offset(), (span,), (1,))
-    return {**wire, "data": raw.view(torch.uint8).numpy().copy(), "span": span}
+    offset = min(t.storage_offset(), max(span, 64))  # a view from an offset keeps one (a bounded prefix travels)
+    raw = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), t.storage_offset() - offset, (offset + span,), (1,))
+    return {**wire, "data": raw.view(torch.uint8).numpy().copy(), "span": span, "offset": offset}
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -198,8 +199,11 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 def clone_exact(t: torch.Tensor) -> torch.Tensor:
-    """A copy with the same strides even for expanded or gapped views (``clone`` densifies those)."""
-    return t.clone() if t.numel() == 0 or _dense(t) else tensor_from_wire(tensor_to_wire(t)).to(t.device)
+    """A copy with the same strides and a storage offset even for expanded, gapped or offset views
+    (``clone`` densifies those)."""
+    if t.numel() == 0 or (_dense(t) and t.storage_offset() == 0):
+        return t.clone()
+    return tensor_from_wire(tensor_to_wire(t)).to(t.device)
 
 
 def tensor_from_wire(w: dict, copy: bool = True) -> torch.Tensor:
@@ -211,7 +215,8 @@ def tensor_from_wire(w: dict, copy: bool = True) -> torch.Tensor:
         data = np.array(data, dtype=np.uint8, copy=True)  # Ray's buffers are read-only
     flat = torch.from_numpy(data.reshape(-1))
     if "span" in w:  # a view over a storage span: the same strides, the same aliasing
-        return torch.empty(0, dtype=dtype).set_(flat.view(dtype).untyped_storage(), 0, w["shape"], w["stride"])
+        return torch.empty(0, dtype=dtype).set_(flat.view(dtype).untyped_storage(), w.get("offset", 0), w["shape"],
+                                                w["stride"])
     dense = flat.view(dtype).reshape(w["shape"])
     if list(dense.stride()) == list(w["stride"]) or dense.numel() <= 1:
         return dense

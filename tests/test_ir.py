@@ -72,3 +72,14 @@ def test_a_graph_read_as_data_passes_only_identifiers_operators_and_torch_s_own_
     edit(nodes)
     with pytest.raises(IRError):
         graph_from_json(json.dumps(nodes))
+
+
+def test_a_view_from_a_storage_offset_travels_with_one():
+    """A stack that ignores storage offsets must see one: a slice keeps a nonzero offset through the wire
+    and through clone_exact (the copy each call is fed)."""
+    from core.ir import clone_exact, tensor_from_wire, tensor_to_wire
+
+    base = torch.arange(40.0)
+    for t in (base[3:], base.reshape(8, 5)[2:, 1:], base[5:25:2]):
+        for copy in (tensor_from_wire(tensor_to_wire(t)), clone_exact(t)):
+            assert torch.equal(copy, t) and copy.stride() == t.stride() and copy.storage_offset() > 0
