@@ -35,6 +35,11 @@ def expected_text(record: dict) -> str:
             f"{blame.get(record.get('verdict'), '')}. `repro.py` exits 1 while they differ.")
 
 
+def _consensus(record: dict) -> str:
+    stacks = str(record.get("consensus") or "other stacks").replace(",", " and ")
+    return stacks + (", and numpy," if record.get("numpy_agrees") is True else "")
+
+
 def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
                cluster: dict) -> str:
     cls = target.backend_cls()
@@ -44,7 +49,9 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         kind = {Verdict.REFERENCE_DIVERGENT: "diverges from PyTorch eager, and float64 sides with this backend: "
                                              "eager is the less accurate",
                 Verdict.ILL_CONDITIONED: "diverges from PyTorch eager, and both are far from float64: the graph "
-                                         "is ill-conditioned here, so this is not a defect of the backend alone"
+                                         "is ill-conditioned here, so this is not a defect of the backend alone",
+                Verdict.REFERENCE_SUSPECT: f"gives what {_consensus(record)} give, and PyTorch eager (with its float64 "
+                                           "oracle) is the one apart: a PyTorch behaviour to report to PyTorch"
                 }.get(record.get("verdict"), "diverges from PyTorch eager beyond what float64 explains")
     verdict = {"reproducible": f"reproduced in {result.failures} of {result.tries} fresh runs",
                "flaky": f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
