@@ -158,6 +158,7 @@ KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "m
                "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree",
                "culprit", "node_symptom", "dtype_specific")  # what a key reads
 MISSING = "-"
+INPUT = "input:"  # a first divergent "op" that is a graph input the stack received wrong (input:<layout>)
 
 
 def key_id(*parts: str | None) -> str:
@@ -210,7 +211,7 @@ class BugKey:
             if other["verdict"] not in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT):
                 return False
         same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
-        return same and (op == MISSING or op in ops)
+        return same and (op == MISSING or op in ops or op.startswith(INPUT))  # an input is in every graph
 
 
 def error_band(tol_ratio):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.bugs import BugKey, Symptom, Verdict
+from core.bugs import INPUT, BugKey, Symptom, Verdict
 
 from .compare import Settings, attribute, compare
 from .interpret import node_values, prefix_graph, probe_nodes, tensor_inputs
@@ -192,7 +192,7 @@ class Aligner:
             given = self.v.inputs[i]
             close = compare([value], [given.detach().cpu()], self.s)
             if not close.passed:
-                return {"first_div_node": f"input:{name}", "first_div_op": f"input:{layout_of(self.v.inputs, i)}",
+                return {"first_div_node": f"{INPUT}{name}", "first_div_op": f"{INPUT}{layout_of(self.v.inputs, i)}",
                         "node_symptom": str(close.symptom), "node_dtype": close.output_dtype,
                         "align_prepares": self.prepares}
         return None
