@@ -143,7 +143,7 @@ variants: {per_seed: 3, mutations: 1, mutators: [strided_input]}
 sizes: {per_seed: 0}
 probes: {per_variant: 1}
 backends:
-  targets: [{class: "tests.planted_layout:IgnoresStrides", device: cpu}]
+  targets: [{class: "tests.repro_backends:IgnoresStrides", device: cpu}]
 pools: {cpu: {workers: 2}}
 run: {repeats: 1}
 """
@@ -171,6 +171,7 @@ def _run(text: str, folder):
 
     c = from_dict(load(text, "t"), "t")
     Driver(c, folder, progress=False).run()
+    (folder / "campaign.yaml").write_text(text)  # as gapfuzz run leaves it: gapfuzz repro reads it
     return load_run(folder)
 
 
@@ -207,6 +208,10 @@ def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path):
         runs = run.records(["first_div_node", "verdict"])
         located = runs[runs["verdict"] == Verdict.TARGET_DIVERGENT]["first_div_node"].dropna()
         assert located.str.startswith("input:").all() and len(located)
+        from fuzzer.repro import reproduce_cluster
+
+        result = reproduce_cluster(tmp_path / "layout", found.iloc[0]["cluster"], max_calls=30, allow_plugins=True)
+        assert result.status == "reproducible" and result.failures == result.tries == 3, result
     finally:
         ray.shutdown()
 
@@ -239,7 +244,7 @@ variants: {per_seed: 1}
 sizes: {per_seed: 0}
 probes: {per_variant: 8, kinds: [integer]}
 backends:
-  targets: [{class: "tests.planted_layout:IgnoresStrides", device: cpu}]
+  targets: [{class: "tests.repro_backends:IgnoresStrides", device: cpu}]
 pools: {cpu: {workers: 2}}
 run: {repeats: 1}
 """
