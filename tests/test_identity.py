@@ -250,6 +250,7 @@ run: {repeats: 1}
 """
 
 
+@pytest.mark.slow  # CI's time: the excuse itself is tested in test_probes; run with -m slow
 @pytest.mark.ray
 def test_a_probe_eager_raises_on_is_skipped_for_every_backend_and_no_cluster(tmp_path):
     import ray
