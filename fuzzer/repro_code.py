@@ -164,7 +164,7 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
     ]
     rules = _rules(record.get("message") if not key or key["template"] == template(record.get("message")) else
                    record.get("cause")) if failure else ""
-    copy = SourceCopy({"TEMPLATE_RULES": rules} if failure else {}, separator="\n")
+    copy = SourceCopy({"TEMPLATE_RULES": rules} if failure else {}, separator="\n", stubs=STAGE_STUB)
     prepare = copy.add(cls.prepare_fn if cls.prepare_fn is not None else prepare_plugin)
     for fn, wanted in ((lift_parameters, training), (train_step, training), (prepare_eager_fp64, oracle),
                        (canonicalize, task and boxes), (task_agreement, task),
@@ -214,6 +214,13 @@ def plugin_path(target: BackendSpec) -> str:
     cls = target.backend_cls()
     plugin = cls.plugin or cls
     return target.cls_path or f"{plugin.__module__}:{plugin.__qualname__}"
+
+
+# The stage a backend marks its code with (``workers.backend.stage``) is gapfuzz's bookkeeping, which a
+# reproducer's one check does not read: it is written as a no-op, not copied.
+STAGE_STUB = {"Stage": 'class Stage:  # where gapfuzz records a failure; nothing here reads it\n'
+                       '    CONVERT, COMPILE, RUN = "convert", "compile", "run"\n',
+              "stage": "def stage(name):\n    import contextlib\n\n    return contextlib.nullcontext()\n"}
 
 
 def _literal(value) -> str:

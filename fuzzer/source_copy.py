@@ -34,9 +34,11 @@ def _loaded_names(source: str) -> set[str]:
 class SourceCopy:
     """Collects definitions; ``text()`` gives the imports and definitions, in dependency order."""
 
-    def __init__(self, provided: dict[str, str] | None = None, separator: str = "\n\n"):
+    def __init__(self, provided: dict[str, str] | None = None, separator: str = "\n\n",
+                 stubs: dict[str, str] | None = None):
         self.imports: dict[str, str] = {}  # name -> import line
         self.definitions: dict[str, str] = dict(provided or {})  # name -> source, dependencies first
+        self.stubs = dict(stubs or {})  # name -> the source written in its place, only if the copied code uses it
         self._visiting: set[str] = set()
         self.separator = separator  # between definitions: blank lines, less one
 
@@ -58,6 +60,9 @@ class SourceCopy:
 
     def _need(self, name: str, value) -> None:
         if name in self.definitions or name in self._visiting:
+            return
+        if name in self.stubs:
+            self.definitions[name] = self.stubs[name]
             return
         if inspect.ismodule(value) and _own(value):
             raise CopyError(f"{name!r} is a module of gapfuzz's: import the names the copied code uses from it")
