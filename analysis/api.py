@@ -116,8 +116,12 @@ class Run:
         return _clusters.prepared(self.records(CLUSTER_COLUMNS))
 
     @cached_property
+    def _keys(self) -> pd.DataFrame:
+        return _clusters.keys(self._prepared)
+
+    @cached_property
     def _cluster_ids(self) -> pd.Series:
-        return _clusters.keys(self._prepared)["cluster"].set_axis(self.records(["backend"]).index)
+        return self._keys["cluster"].set_axis(self.records(["backend"]).index)
 
     @cached_property
     def _clusters(self) -> pd.DataFrame:
@@ -170,9 +174,8 @@ class Run:
         rows = self.cluster(cluster_id)
         ids = self._clusters["cluster"]
         cluster = self._clusters.loc[ids.str.startswith(cluster_id)].iloc[0]
-        keys = _clusters.keys(self._prepared)
-        parts = keys[keys["cluster"] == cluster["cluster"]].iloc[0] if (keys["cluster"] == cluster["cluster"]).any() \
-            else cluster
+        mine = self._keys[self._keys["cluster"] == cluster["cluster"]]
+        parts = mine.iloc[0] if len(mine) else cluster  # a merged cluster's key: the row's own
         return render_why(cluster, rows, parts)
 
     # -- portability

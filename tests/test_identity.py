@@ -117,6 +117,8 @@ def test_the_references_own_failures_are_skipped_not_clustered():
     assert seed_failure_record("c", lost, "eager@cpu", "cpu", "timm/x#failed").status == Status.ERROR
 
 
+TAIL = "pools: {cpu: {workers: 2}}\nrun: {repeats: 1}\n"  # every campaign here: two workers, one timed run
+
 PLANTED = """
 name: identity
 seed: 0
@@ -130,9 +132,8 @@ sizes: {per_seed: 0}
 probes: {per_variant: 6}
 backends:
   targets: [{class: "tests.planted_backend:PlantedFaults", device: cpu}]
-pools: {cpu: {workers: 2}}
-run: {repeats: 1}
 """
+
 
 LAYOUT = """
 name: layout
@@ -144,9 +145,8 @@ sizes: {per_seed: 0}
 probes: {per_variant: 1}
 backends:
   targets: [{class: "tests.repro_backends:IgnoresStrides", device: cpu}]
-pools: {cpu: {workers: 2}}
-run: {repeats: 1}
 """
+
 
 SIGN = """
 name: sign
@@ -158,9 +158,17 @@ sizes: {per_seed: 0}
 probes: {per_variant: 8, kinds: [special]}
 backends:
   targets: [onnxruntime@cpu, openvino@cpu]
-pools: {cpu: {workers: 2}}
-run: {repeats: 1}
 """
+
+
+
+@pytest.fixture
+def local_ray():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
 
 
 def _run(text: str, folder):
@@ -169,6 +177,7 @@ def _run(text: str, folder):
     from fuzzer.campaign import from_dict
     from fuzzer.driver import Driver
 
+    text += TAIL
     c = from_dict(load(text, "t"), "t")
     Driver(c, folder, progress=False).run()
     (folder / "campaign.yaml").write_text(text)  # as gapfuzz run leaves it: gapfuzz repro reads it
@@ -176,63 +185,45 @@ def _run(text: str, folder):
 
 
 @pytest.mark.ray
-def test_planted_faults_are_one_cluster_each_at_every_dtype_and_in_a_model(tmp_path):
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        run = _run(PLANTED, tmp_path / "planted")
-        found = run.clusters()
-        where = found["failing_op"].where(found["kind"] == Kind.CRASH, found["first_div_op"])
-        per_fault = where.value_counts()
-        shown = found[["cluster", "kind", "symptom", "first_div_op", "output_dtypes", "count"]]
-        assert per_fault.get("aten.relu.default") == 1 and per_fault.get("aten.tanh.default") == 1, shown
-        assert per_fault.get("aten.add.Tensor") == 1, shown
-        assert len(found) / len(per_fault) <= 1.1, shown
-        relu = found[where == "aten.relu.default"].iloc[0]
-        assert {"float32", "float16"} <= set(relu["output_dtypes"]), relu
-    finally:
-        ray.shutdown()
+def test_planted_faults_are_one_cluster_each_at_every_dtype_and_in_a_model(tmp_path, local_ray):
+    run = _run(PLANTED, tmp_path / "planted")
+    found = run.clusters()
+    where = found["failing_op"].where(found["kind"] == Kind.CRASH, found["first_div_op"])
+    per_fault = where.value_counts()
+    shown = found[["cluster", "kind", "symptom", "first_div_op", "output_dtypes", "count"]]
+    assert per_fault.get("aten.relu.default") == 1 and per_fault.get("aten.tanh.default") == 1, shown
+    assert per_fault.get("aten.add.Tensor") == 1, shown
+    assert len(found) / len(per_fault) <= 1.1, shown
+    relu = found[where == "aten.relu.default"].iloc[0]
+    assert {"float32", "float16"} <= set(relu["output_dtypes"]), relu
 
 
 @pytest.mark.ray
-def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path):
-    import ray
+def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path, local_ray):
+    run = _run(LAYOUT, tmp_path / "layout")
+    found = run.clusters()
+    assert len(found) == 1, found[["cluster", "first_div_op", "ops", "count"]]
+    assert found.iloc[0]["first_div_op"] == "input:non-contiguous" and found.iloc[0]["seeds"] >= 2
+    runs = run.records(["first_div_node", "verdict"])
+    located = runs[runs["verdict"] == Verdict.TARGET_DIVERGENT]["first_div_node"].dropna()
+    assert located.str.startswith("input:").all() and len(located)
+    from fuzzer.repro import reproduce_cluster
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        run = _run(LAYOUT, tmp_path / "layout")
-        found = run.clusters()
-        assert len(found) == 1, found[["cluster", "first_div_op", "ops", "count"]]
-        assert found.iloc[0]["first_div_op"] == "input:non-contiguous" and found.iloc[0]["seeds"] >= 2
-        runs = run.records(["first_div_node", "verdict"])
-        located = runs[runs["verdict"] == Verdict.TARGET_DIVERGENT]["first_div_node"].dropna()
-        assert located.str.startswith("input:").all() and len(located)
-        from fuzzer.repro import reproduce_cluster
-
-        result = reproduce_cluster(tmp_path / "layout", found.iloc[0]["cluster"], max_calls=30, allow_plugins=True)
-        assert result.status == "reproducible" and result.failures == result.tries == 3, result
-    finally:
-        ray.shutdown()
+    result = reproduce_cluster(tmp_path / "layout", found.iloc[0]["cluster"], max_calls=30, allow_plugins=True)
+    assert result.status == "reproducible" and result.failures == result.tries == 3, result
 
 
 @pytest.mark.ray
-def test_sign_at_nan_is_one_reference_suspect_cluster(tmp_path):
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        run = _run(SIGN, tmp_path / "sign")
-        found = run.clusters()
-        suspect = found[found["verdict"] == Verdict.REFERENCE_SUSPECT]
-        assert len(suspect) == 1 and not suspect.iloc[0]["vendor"], found[["cluster", "verdict", "backends"]]
-        assert sorted(suspect.iloc[0]["backends"]) == ["onnxruntime@cpu", "openvino@cpu"]
-        assert bool(suspect.iloc[0]["numpy_agrees"])
-        # ONNX Runtime refuses float16 sign: OpenVINO alone there is the behaviour it agreed on at float32
-        assert set(suspect.iloc[0]["output_dtypes"]) == {"float32", "float16"}
-        assert not found["vendor"].any(), found[["cluster", "verdict", "backends", "first_div_op"]]
-    finally:
-        ray.shutdown()
+def test_sign_at_nan_is_one_reference_suspect_cluster(tmp_path, local_ray):
+    run = _run(SIGN, tmp_path / "sign")
+    found = run.clusters()
+    suspect = found[found["verdict"] == Verdict.REFERENCE_SUSPECT]
+    assert len(suspect) == 1 and not suspect.iloc[0]["vendor"], found[["cluster", "verdict", "backends"]]
+    assert sorted(suspect.iloc[0]["backends"]) == ["onnxruntime@cpu", "openvino@cpu"]
+    assert bool(suspect.iloc[0]["numpy_agrees"])
+    # ONNX Runtime refuses float16 sign: OpenVINO alone there is the behaviour it agreed on at float32
+    assert set(suspect.iloc[0]["output_dtypes"]) == {"float32", "float16"}
+    assert not found["vendor"].any(), found[["cluster", "verdict", "backends", "first_div_op"]]
 
 
 ZERO_DIVISION = """
@@ -245,23 +236,16 @@ sizes: {per_seed: 0}
 probes: {per_variant: 8, kinds: [integer]}
 backends:
   targets: [{class: "tests.repro_backends:IgnoresStrides", device: cpu}]
-pools: {cpu: {workers: 2}}
-run: {repeats: 1}
 """
+
 
 
 @pytest.mark.slow  # CI's time: the excuse itself is tested in test_probes; run with -m slow
 @pytest.mark.ray
-def test_a_probe_eager_raises_on_is_skipped_for_every_backend_and_no_cluster(tmp_path):
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        run = _run(ZERO_DIVISION, tmp_path / "zdiv")
-        runs = run.records(["backend", "status", "message"])
-        skipped = runs[runs["status"] == Status.SKIPPED]
-        assert set(skipped["backend"]) == {"eager@cpu", "eager-fp64@cpu", "ignores-strides@cpu"}
-        assert skipped["message"].str.contains("ZeroDivisionError").all()
-        assert run.clusters().empty
-    finally:
-        ray.shutdown()
+def test_a_probe_eager_raises_on_is_skipped_for_every_backend_and_no_cluster(tmp_path, local_ray):
+    run = _run(ZERO_DIVISION, tmp_path / "zdiv")
+    runs = run.records(["backend", "status", "message"])
+    skipped = runs[runs["status"] == Status.SKIPPED]
+    assert set(skipped["backend"]) == {"eager@cpu", "eager-fp64@cpu", "ignores-strides@cpu"}
+    assert skipped["message"].str.contains("ZeroDivisionError").all()
+    assert run.clusters().empty

@@ -43,6 +43,9 @@ def align_case(seed_id: str, key: BugKey, output_dtype: str | None = None) -> st
     return f"{seed_id}|{output_dtype or '-'}|{key.id}"
 
 
+LOCATION_FIELDS = ("first_div_node", "first_div_op", "amplified", "grad_ops", "node_symptom", "node_dtype")
+
+
 @dataclass(frozen=True)
 class Location:
     """Where a case was located (``op`` set) or is being located (``op`` None), and on which variant;
@@ -72,7 +75,8 @@ class Location:
             if self.grad_ops:
                 figures["grad_ops"] = list(self.grad_ops)
             figures.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
-                           node_symptom=self.symptom, node_dtype=self.dtype, align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
+                           node_symptom=self.symptom, node_dtype=self.dtype,
+                           align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
         else:
             figures["align_error"] = f"not run: being located on {self.variant_id}"
 
@@ -122,6 +126,7 @@ class Aligner:
         self.nodes = probe_nodes(variant.gm, self.ref)
         self.prepares = 0
         self.growth: dict[str, float] = {}
+        self.symptoms: dict[str, object] = {}  # node -> its Closeness against the reference, as _diverges measured it
 
     def _diverges(self, name: str, value) -> bool:
         """Whether the target diverges at node ``name`` the way the run does: a run whose output differs in
@@ -129,19 +134,22 @@ class Aligner:
         node that is only numerically off (OpenVINO's bfloat16 convolution before its relu drops a NaN)."""
         v = attribute([value], [self.ref[name]], [self.oracle[name]], self.s)
         self.growth[name] = v.closeness.tol_ratio
+        self.symptoms[name] = v.closeness
         if v.verdict != Verdict.TARGET_DIVERGENT:
             return False
         return self.wanted in (None, Symptom.NUMERIC) or v.closeness.symptom != Symptom.NUMERIC
 
-    def _run_prefix(self, k: int) -> list:
-        node = self.nodes[k]
-        extra = [a.name for a in tensor_inputs(node, self.ref)]
-        gm = prefix_graph(self.v.gm, node.name, extra)
+    def _run(self, gm) -> list:
+        """``gm`` prepared by the target and called once on the variant's inputs: its outputs on the host."""
         inputs = tuple(t.to(self.input_device) for t in self.v.inputs)
         self.prepares += 1
         with torch.no_grad():
             out = self.make_backend().prepare(gm, inputs, self.device)(*inputs)
         return [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in torch.utils._pytree.tree_leaves(out)]
+
+    def _run_prefix(self, k: int) -> list:
+        node = self.nodes[k]
+        return self._run(prefix_graph(self.v.gm, node.name, [a.name for a in tensor_inputs(node, self.ref)]))
 
     def by_bisection(self) -> tuple[int, dict]:
         """Smallest k whose prefix diverges, assuming divergence persists once it starts."""
@@ -180,14 +188,10 @@ class Aligner:
         gm, names = identity_graph(self.v.gm)
         if not names:
             return None
-        inputs = tuple(t.to(self.input_device) for t in self.v.inputs)
-        self.prepares += 1
         try:
-            with torch.no_grad():
-                out = self.make_backend().prepare(gm, inputs, self.device)(*inputs)
+            out = self._run(gm)
         except Exception:  # noqa: BLE001 - a stack that cannot run a bare copy says nothing of its inputs
             return None
-        out = [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in torch.utils._pytree.tree_leaves(out)]
         for (i, name), value in zip(names, out):
             given = self.v.inputs[i]
             close = compare([value], [given.detach().cpu()], self.s)
@@ -207,10 +211,10 @@ class Aligner:
         node = self.nodes[k]
         result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares}
         values = seen.get(k)
+        close = self.symptoms.get(node.name)
+        if values and close is not None and not close.passed:
+            result.update(node_symptom=str(close.symptom), node_dtype=close.output_dtype)
         if values:
-            close = compare(values[:1], [self.ref[node.name]], self.s)
-            if not close.passed:
-                result.update(node_symptom=str(close.symptom), node_dtype=close.output_dtype)
             ins = tensor_inputs(node, self.ref)
             in_ratio = compare(values[1:], [self.ref[a.name] for a in ins], self.s).tol_ratio if ins else math.inf
             amplified = is_discontinuous(node, values[0], values[1:]) and in_ratio <= 1.0 and \

@@ -18,7 +18,7 @@ import torch
 
 from core.ir import tensor_from_wire, tensor_to_wire
 
-from .align import Location, align_case, ask as _ask
+from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
 from .attribution import attribute_findings
 from .compare import compare
 from .consensus import find_consensus
@@ -291,7 +291,7 @@ def _share_location(o: RunOutcome, first: RunOutcome) -> None:
     same symptom takes that location (a NaN probe's divergence has a tier 2 of its own: its cause
     is seldom the example's)."""
     if first.figures.get("first_div_op"):
-        for k in ("first_div_node", "first_div_op", "amplified", "grad_ops", "node_symptom", "node_dtype"):
+        for k in LOCATION_FIELDS:
             if k in first.figures:
                 o.figures[k] = first.figures[k]
         o.figures["align_error"] = f"not run: located on probe {first.probe}"
