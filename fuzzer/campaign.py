@@ -279,7 +279,8 @@ def _resolve(config: dict, source: str) -> Campaign:
                                 cmp_cfg["bisect_budget_s"]),
         probes=ProbeSettings(config["probes"]["per_variant"], tuple(config["probes"]["kinds"]), config["seed"]),
         sizes=SizeSettings(config["sizes"]["per_seed"], config["sizes"]["variants"],
-                           tuple(sorted(set(config["sizes"]["values"])))),
+                           tuple(sorted(set(config["sizes"]["values"]))), config["sizes"]["widths"],
+                           tuple(sorted(set(config["sizes"]["width_values"])))),
         train_layers=config["train_layers"], address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
 
 

@@ -1,7 +1,7 @@
 """The campaign file's JSON Schema and its defaults (docs: README, campaigns/*.yaml)."""
 from __future__ import annotations
 
-from seeds.sizes import DIMENSION_SIZES
+from seeds.sizes import DIMENSION_SIZES, WIDTHS
 from workers.probes import DEFAULT_KINDS
 
 # Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones.
@@ -71,7 +71,9 @@ SCHEMA = {
         "sizes": {"type": "object", "additionalProperties": False, "properties": {
             "per_seed": {"type": "integer", "minimum": 0},
             "variants": _POS_INT,
-            "values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}}},
+            "values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+            "widths": {"type": "integer", "minimum": 0},
+            "width_values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}}}},
         "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
             "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},
             "targets": {"type": "array", "items": _BACKEND},
@@ -116,7 +118,7 @@ DEFAULTS = {
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
                  "guidance": "uniform", "max_tries": 8},
     "probes": {"per_variant": 8, "kinds": list(DEFAULT_KINDS)},
-    "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES)},
+    "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES), "widths": 1, "width_values": list(WIDTHS)},
     "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 1000},

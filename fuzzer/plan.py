@@ -62,20 +62,27 @@ def _ran_in_catalog(c: Campaign, i: int, sel, ids: list[str]) -> list[str]:
 
 
 def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
-    """Each seed followed by the sizes it is rebuilt at (``seeds.sizes``): ``sizes.per_seed`` of the
-    points its source can rebuild it at, one from each band, drawn with the campaign seed."""
+    """Each seed followed by the sizes and widths it is rebuilt at (``seeds.sizes``): ``sizes.per_seed``
+    of the sizes and ``sizes.widths`` of the widths its source can rebuild it at, one from each band,
+    drawn with the campaign seed."""
     out: list[str] = []
     for sid in seed_ids:
         out.append(sid)
-        if c.sizes.per_seed and SizedId.parse(sid).size is None:
-            points = source_of(sid).size_points(sid, list(c.sizes.values))
+        if SizedId.parse(sid).rebuilt:
+            continue
+        source = source_of(sid)
+        if c.sizes.per_seed:
+            points = source.size_points(sid, list(c.sizes.values))
             out += [str(SizedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
+        if c.sizes.widths:
+            points = source.width_points(sid, list(c.sizes.width_values))
+            out += [str(SizedId(sid, width=n)) for n in choose(points, c.sizes.widths, f"{c.seed}/{sid}/width")]
     return out
 
 
 def variant_count(c: Campaign, seed_id: str) -> int:
-    """Variants per seed: ``variants.per_seed``, or ``sizes.variants`` for a seed rebuilt at a size."""
-    return c.variants.per_seed if SizedId.parse(seed_id).size is None else min(c.sizes.variants, c.variants.per_seed)
+    """Variants per seed: ``variants.per_seed``, or ``sizes.variants`` for a seed rebuilt at a size or width."""
+    return min(c.sizes.variants, c.variants.per_seed) if SizedId.parse(seed_id).rebuilt else c.variants.per_seed
 
 
 @dataclass

@@ -37,12 +37,15 @@ class VariantSettings:
 
 @dataclass(frozen=True)
 class SizeSettings:
-    """The size axis (``seeds.sizes``): ``per_seed`` rebuilt sizes of each seed that can be rebuilt,
-    drawn from ``values`` (lengths along a dimension, for operator seeds), ``variants`` each."""
+    """The size and width axes (``seeds.sizes``): ``per_seed`` rebuilt sizes of each seed that can be
+    rebuilt, drawn from ``values`` (lengths along a dimension, for operator seeds), and ``widths``
+    rebuilt widths drawn from ``width_values``, ``variants`` each."""
 
     per_seed: int
     variants: int
     values: tuple[int, ...]
+    widths: int = 0
+    width_values: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ class SeedSource:
         along a dimension, for sources whose size is one."""
         return []
 
+    def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
+        """The widths ``seed_id`` can be rebuilt at, as ``<id>@w<n>``, out of the campaign's ``widths``;
+        none unless the source can change a width."""
+        return []
+
 
 SOURCES: Registry[SeedSource] = Registry("seed source", "seeds.sources", ("timm", "torchvision", "transformers", "ops"),
                                          "gapfuzz.seeds", SeedError)
@@ -82,10 +87,12 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
 
 
 def create_seed(seed_id: str) -> BuiltSeed:
-    """The built seed; one rebuilt at a size (``<id>@<n>``) is run once in eager first, so a size its
-    layers do not fit is a ``SizeError`` (skipped), never a capture failure."""
+    """The built seed; one rebuilt at a size or width (``<id>@<n>``, ``<id>@w<n>``) is run once in eager
+    first, so a size its layers do not fit is a ``SizeError`` (skipped), never a capture failure."""
     from .sizes import SizedId, check_runs  # seeds.sizes imports this module
 
     built = source_of(seed_id).build(seed_id)
-    size = SizedId.parse(seed_id).size
-    return built if size is None else check_runs(built, size)
+    sized = SizedId.parse(seed_id)
+    if not sized.rebuilt:
+        return built
+    return check_runs(built, sized.size if sized.width is None else f"width {sized.width}")

@@ -1,4 +1,5 @@
-"""The size axis: a seed rebuilt at another size is a seed of its own, ``<id>@<n>``.
+"""The size and width axes: a seed rebuilt at another size is a seed of its own, ``<id>@<n>``, and
+one rebuilt at another width is ``<id>@w<n>``.
 
 Kernels change code path at sizes (a vector width, a reduction block, a tile, zero elements), so a
 defect that depends on size is found only where a size past the threshold is tried. A rebuilt seed
@@ -8,6 +9,12 @@ the source's to say (operator seeds: the length of the sample's main dimension; 
 side; transformers: the sequence length); ``SeedSource.size_points`` says which sizes a seed can
 be rebuilt at. A seed that cannot be rebuilt at a size it was asked for raises ``SizeError``, which
 the campaign records as skipped, not as a failure of any stack.
+
+Widths are where kernels meet tiles, vector limits, split reductions and workspaces: hidden sizes
+and channel counts past 1024 and 4096, which tiny seeds never reach. ``SeedSource.width_points``
+says which widths a seed takes (transformers: the hidden size, one layer; timm and torchvision: the
+features before the classifier, channels scaled, few blocks; operators: the second-to-last
+dimension); the parameter cap still applies and its refusal says so.
 """
 from __future__ import annotations
 
@@ -30,6 +37,11 @@ DIMENSION_SIZES = (0, 1, 2, 3, 5, 7, 13, 17,
 IMAGE_SIDES = (32, 33, 47, 48, 63, 64, 65, 96, 127, 128, 129, 192, 255, 256, 257)
 PATCH_GRID_SIDES = (32, 48, 64, 96, 128, 192, 256)
 
+# Widths (hidden sizes, channels) at and past the 1024- and 4096-wide limits of kernels: powers of
+# two, and two more (a tail after the last full tile or vector; even, so rotary embeddings fit).
+WIDTHS = (768, 1024, 1026, 2048, 2050, 4096, 4098)
+WIDTH_MARK = "w"
+
 
 class SizeError(SeedError):
     """A seed that cannot be rebuilt at the size asked for (recorded as skipped)."""
@@ -37,19 +49,31 @@ class SizeError(SeedError):
 
 @dataclass(frozen=True)
 class SizedId:
+    """A seed id split into its base and the size (``@<n>``) or width (``@w<n>``) it is rebuilt at."""
+
     base: str
     size: int | None = None
+    width: int | None = None
 
     @classmethod
     def parse(cls, seed_id: str) -> SizedId:
         base, mark, size = seed_id.rpartition(MARK)
         if not mark:
             return cls(seed_id)
-        if not size.isdigit():
-            raise SeedError(f"seed id {seed_id!r}: the size after {MARK!r} must be a whole number")
-        return cls(base, int(size))
+        wide = size.startswith(WIDTH_MARK)
+        number = size[1:] if wide else size
+        if not (number.isascii() and number.isdigit()):
+            raise SeedError(f"seed id {seed_id!r}: after {MARK!r} comes a size (a whole number) or a width "
+                            f"({WIDTH_MARK!r} and a whole number)")
+        return cls(base, width=int(number)) if wide else cls(base, int(number))
+
+    @property
+    def rebuilt(self) -> bool:
+        return self.size is not None or self.width is not None
 
     def __str__(self) -> str:
+        if self.width is not None:
+            return f"{self.base}{MARK}{WIDTH_MARK}{self.width}"
         return self.base if self.size is None else f"{self.base}{MARK}{self.size}"
 
 
@@ -68,7 +92,7 @@ def choose(points: list[int] | tuple[int, ...], count: int, key: str) -> list[in
     return chosen
 
 
-def check_runs(built, size: int):
+def check_runs(built, size: int | str):
     """The built seed, after one eager forward at its new size; ``SizeError`` if that fails
     (a model whose layers do not fit the size is not a finding of any stack)."""
     import torch
@@ -78,5 +102,6 @@ def check_runs(built, size: int):
             built.model(*built.args, **built.kwargs)
     except Exception as e:  # noqa: BLE001 - any failure means: not at this size
         first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise SizeError(f"{built.info.id}: does not run at size {size}: {type(e).__name__}: {first}") from e
+        shown = size if isinstance(size, str) else f"size {size}"
+        raise SizeError(f"{built.info.id}: does not run at {shown}: {type(e).__name__}: {first}") from e
     return built

@@ -17,7 +17,7 @@ _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encode
 # attribute -> tiny value; applied only where the default is larger (ints, and int lists element-wise)
 SHRINK = {
     **dict.fromkeys(_LAYER_KEYS, LAYERS),
-    **dict.fromkeys(("hidden_size", "d_model", "n_embd", "embed_dim", "embedding_size", "decoder_hidden_size",
+    **dict.fromkeys(_WIDTH_KEYS := ("hidden_size", "d_model", "n_embd", "embed_dim", "embedding_size", "decoder_hidden_size",
                      "encoder_hidden_size", "out_hidden_size", "projection_dim", "text_hidden_size", "emb_dim",
                      "output_hidden_size", "fpn_hidden_size", "projector_hidden_size", "hidden_sizes",
                      "conv_dim", "tdnn_dim", "encoder_hidden_dim", "word_embed_proj_dim", "neck_hidden_sizes",
@@ -28,17 +28,17 @@ SHRINK = {
                      "mask_decoder_hidden_size", "memory_attention_hidden_size", "memory_encoder_hidden_size",
                      "memory_fuser_embed_dim", "mask_downsampler_embed_dim", "vision_hidden_size",
                      "hidden_size_per_layer_input", "dim", "mlp_hidden_size", "conv_channels"), WIDTH),
-    **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
+    **dict.fromkeys(_HEAD_KEYS := ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
                      "decoder_attention_heads", "num_heads", "decoder_num_attention_heads", "index_n_heads",
                      "linear_num_value_heads", "linear_num_heads", "swa_num_attention_heads",
                      "num_attention_heads_per_stage", "num_attention_heads_per_layer",
                      "num_key_value_heads_per_layer"), HEADS_N),
-    **dict.fromkeys(("head_dim", "d_kv", "qk_nope_head_dim", "v_head_dim", "linear_key_head_dim",
+    **dict.fromkeys(_HEAD_DIM_KEYS := ("head_dim", "d_kv", "qk_nope_head_dim", "v_head_dim", "linear_key_head_dim",
                      "linear_value_head_dim", "swa_head_dim", "index_head_dim", "linear_head_dim",
                      "attention_head_dim", "mamba_d_head", "d_head"), HEAD_DIM),
     **dict.fromkeys(("qk_rope_head_dim", "rotary_dim", "mamba_d_state", "state_size", "d_state"), 8),
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank", "time_step_rank", "codebook_dim"), 32),
-    **dict.fromkeys(("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner",
+    **dict.fromkeys(_FFN_KEYS := ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner",
                      "decoder_intermediate_size", "mlp_dim", "memory_fuser_intermediate_dim",
                      "iou_head_hidden_dim", "encoder_feedforward_dim", "decoder_feedforward_dim",
                      "dim_feedforward", "intermediate_size_mlp"), FFN),
@@ -234,8 +234,40 @@ def _move_special_tokens(d: dict) -> None:
             d[key] = next(slot, vocab - 1)
 
 
-def tiny_config(model_type: str):
+def widen_config_dict(old: dict, tiny: dict, width: int) -> dict:
+    """The tiny config dict at ``width``: its widths (hidden size and the like) at ``width``, head
+    counts that divide it (64 wide where they can), feed-forward sizes at twice it, one layer; the
+    vision or audio sub-configs of a multimodal model stay tiny, its text config widens."""
+    heads = width // HEAD_DIM_WIDE if width % HEAD_DIM_WIDE == 0 else 1
+    n_old = _layer_count(tiny)
+    kinds = {**dict.fromkeys(_WIDTH_KEYS, WIDTH), **dict.fromkeys(_FFN_KEYS, FFN), **dict.fromkeys(_HEAD_KEYS, HEADS_N),
+             **dict.fromkeys(_HEAD_DIM_KEYS, HEAD_DIM)}
+    wide, to = {}, {WIDTH: width, FFN: 2 * width, HEADS_N: heads, HEAD_DIM: width // heads}
+    for key, value in tiny.items():
+        cap = kinds.get(key) or next((v for suffix, v in SUFFIXES if key.endswith(suffix) and v != 8), None)
+        if key in _LAYER_KEYS and is_int(value) and value > 1:
+            value = 1
+        elif isinstance(value, dict) and key == "text_config":
+            value = widen_config_dict(old.get(key) or {}, value, width)
+        elif is_int(value) and cap in to and value == cap:  # only what the shrink capped: 3 channels stay 3
+            value = to[cap]
+        elif isinstance(value, list) and value and all(map(is_int, value)) and cap in to:
+            value = [to[cap] if v == cap else v for v in value]
+        elif isinstance(value, list) and n_old and len(value) == n_old and not all(map(is_int, value)):
+            value = value[:1]  # one layer: its per-layer pattern keeps the first
+        wide[key] = value
+    _make_consistent(old, wide)
+    return wide
+
+
+HEAD_DIM_WIDE = 64  # the head width of a widened config, where the width is a multiple of it
+
+
+def tiny_config(model_type: str, width: int | None = None):
+    """The tiny config of ``model_type``; at ``width`` (``seeds.sizes``), its widths widened."""
     from transformers import AutoConfig
 
     default = AutoConfig.for_model(model_type)
-    return type(default).from_dict(shrink_config_dict(default.to_dict()))
+    old = default.to_dict()
+    tiny = shrink_config_dict(old)
+    return type(default).from_dict(tiny if width is None else widen_config_dict(old, tiny, width))

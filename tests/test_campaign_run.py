@@ -25,7 +25,7 @@ seeds:
   - source: timm
     include: [test_resnet, test_vit, test_convnext]
 variants: {per_seed: 3, mutations: 1}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends:
   targets: [{backend: eager@cpu, label: eager-copy}]
 pools: {cpu: {workers: 2}}
@@ -141,7 +141,7 @@ def test_tier_2_locates_a_case_once_per_seed(tmp_path, write_campaign):
 name: located
 seeds: [{source: timm, include: [test_vit]}]
 variants: {per_seed: 4, mutations: 1}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends: {targets: [{class: "tests.numeric_backends:MiscomputeOp", device: cpu}]}
 pools: {cpu: {workers: 2}}
 run: {repeats: 1}

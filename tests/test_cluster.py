@@ -17,7 +17,7 @@ CAMPAIGN = """
 name: routed
 seeds: [{source: timm, include: [test_resnet, test_vit]}]
 variants: {per_seed: 2, mutations: 1, mutators: [insert_unary]}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 probes: {per_variant: 1}  # routing is the point here
 backends:
   targets: [{class: "tests.fake_npu:HostDevice", device: npu}]
@@ -62,7 +62,7 @@ NODE_LOSS = """
 name: node-loss
 seeds: [{source: ops, include: ["ops/*/float32/0"], limit: 16}]
 variants: {per_seed: 8, mutations: 1, mutators: [insert_unary]}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 2}
 backends:
   targets: [{class: "tests.fake_npu:SlowHostDevice", device: npu}]

@@ -86,7 +86,7 @@ seeds:
   - {source: ops, include: ["ops/nn.functional.relu/float32/0", "ops/sub/float32/0", "ops/mul/float32/0",
                             "ops/add/float32/0", "ops/tanh/float32/0"]}
 variants: {per_seed: 2, mutations: 1, mutators: [semantic]}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 3}
 backends:
   targets:

@@ -128,7 +128,7 @@ seeds:
                             "ops/tanh/float32/0", "ops/tanh/float16/0", "ops/add/int32/0", "ops/add/int64/0"]}
   - {source: timm, include: [test_resnet]}
 variants: {per_seed: 3, mutations: 1, mutators: [semantic, precision]}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 6}
 backends:
   targets: [{class: "tests.planted_backend:PlantedFaults", device: cpu}]
@@ -141,7 +141,7 @@ seed: 0
 seeds:
   - {source: ops, include: ["ops/var/float32/0", "ops/add/float32/0", "ops/mul/float32/0", "ops/exp/float32/0"]}
 variants: {per_seed: 3, mutations: 1, mutators: [strided_input]}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 1}
 backends:
   targets: [{class: "tests.repro_backends:IgnoresStrides", device: cpu}]
@@ -154,7 +154,7 @@ seed: 0
 seeds:
   - {source: ops, include: ["ops/sign/float32/0", "ops/sign/float16/0"]}
 variants: {per_seed: 1}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 8, kinds: [special]}
 backends:
   targets: [onnxruntime@cpu, openvino@cpu]
@@ -232,7 +232,7 @@ seed: 0
 seeds:
   - {source: ops, include: ["ops/remainder/int32/0"]}
 variants: {per_seed: 1}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 8, kinds: [integer]}
 backends:
   targets: [{class: "tests.repro_backends:IgnoresStrides", device: cpu}]

@@ -19,7 +19,7 @@ name: faults
 seeds:
   - {source: ops, include: ["ops/*/float32/0"], sample: 50}
 variants: {per_seed: 1, mutations: 0}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 probes: {per_variant: 1}  # the example inputs alone: a fault depends on the graph here
 backends:
   targets: [{class: "tests.faulty_backend:Faulty", device: cpu, timeout_s: 6}]
@@ -62,7 +62,7 @@ name: hung
 seeds:
   - {source: ops, include: ["ops/add/float32/0", "ops/sub/float32/0"]}
 variants: {per_seed: 1, mutations: 0}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends:
   targets: [{class: "tests.faulty_backend:Faulty", device: cpu, options: {fault: hang, mark: "MARK"}}]
 pools: {cpu: {workers: 2}}

@@ -14,7 +14,7 @@ CAMPAIGN = """
 name: notebook
 seeds: [{source: ops, include: ["ops/ge/float32/0", "ops/unsqueeze/float32/0", "ops/triu/float32/0"]}]
 variants: {per_seed: 2, mutations: 1}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends:
   targets: [{class: "tests.faulty_backend:Faulty", device: cpu, label: refuses, options: {fault: raise}}]
 pools: {cpu: {workers: 1}}

@@ -21,7 +21,7 @@ seeds:
   - {source: ops, include: ["ops/nn.functional.silu/float32/0", "ops/tanh/float32/0", "ops/nn.functional.relu/float32/0",
                             "ops/add/int32/0", "ops/sum/float32/0"]}
 variants: {per_seed: 3, mutations: 1, mutators: [semantic]}
-sizes: {per_seed: 1}
+sizes: {per_seed: 1, widths: 0}
 backends:
   targets: [{class: "tests.planted_backend:PlantedFaults", device: cpu}]
 pools: {cpu: {workers: 2}}

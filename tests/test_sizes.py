@@ -62,14 +62,65 @@ def test_a_model_keeps_its_weights_at_every_size():
 def test_a_campaign_plans_its_sizes_as_seeds_of_their_own_with_fewer_variants():
     c = from_dict({**BASE, "seeds": [{"source": "ops", "include": ["ops/sum/float32/0"]},
                                      {"source": "timm", "include": ["test_vit"]}],
-                   "variants": {"per_seed": 3}, "sizes": {"per_seed": 2, "variants": 1}})
+                   "variants": {"per_seed": 3}, "sizes": {"per_seed": 2, "variants": 1, "widths": 0}})
     ids = with_sizes(c, select_seeds(c))
     assert ids[0] == "ops/sum/float32/0" and ids[3] == "timm/test_vit" and len(ids) == 6
     assert all(SizedId.parse(i).size is not None for i in ids[1:3] + ids[4:])
     counts = {w.seed_id: len(w.indices) for w in plan(c, ids, set())}
     assert counts["ops/sum/float32/0"] == 3 and counts[ids[1]] == 1
-    off = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_vit"]}], "sizes": {"per_seed": 0}})
+    off = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_vit"]}], "sizes": {"per_seed": 0, "widths": 0}})
     assert with_sizes(off, select_seeds(off)) == ["timm/test_vit"]
+
+
+def test_a_campaign_plans_widths_as_seeds_of_their_own_past_1024():
+    c = from_dict({**BASE, "seeds": [{"source": "ops", "include": ["ops/mm/float32/0"]},
+                                     {"source": "timm", "include": ["test_vit", "test_efficientnet"]},
+                                     {"source": "transformers", "include": ["hf/llama/causal-lm"]}],
+                   "sizes": {"per_seed": 0, "widths": 2}})
+    ids = with_sizes(c, select_seeds(c))
+    wide = {i: SizedId.parse(i) for i in ids if SizedId.parse(i).width is not None}
+    assert {w.base for w in wide.values()} == {"ops/mm/float32/0", "timm/test_vit", "hf/llama/causal-lm"}
+    assert all(len([w for w in wide.values() if w.base == b]) == 2 for b in ("timm/test_vit", "hf/llama/causal-lm"))
+    assert max(w.width for w in wide.values()) > 1024  # one of two bands holds the widths past 2048
+    assert with_sizes(c, select_seeds(c)) == ids  # the same draw every time
+
+
+@pytest.mark.parametrize("seed_id, width", [("hf/llama/causal-lm@w1026", 1026), ("timm/test_vit@w2048", 2048),
+                                            ("timm/test_resnet@w1024", 1024), ("tv/vit_b_16@w1024", 1024)])
+def test_a_model_rebuilt_at_a_width_has_that_many_features(seed_id, width):
+    from seeds.registry import create_seed
+
+    built = create_seed(seed_id)
+    model = built.model
+    got = getattr(getattr(model, "config", None), "hidden_size", None) or getattr(model, "num_features", None) \
+        or getattr(model, "hidden_dim", None)
+    assert got == width and SizedId.parse(built.info.id).width == width
+
+
+def test_layer_norm_is_rebuilt_at_a_size_and_a_width_with_its_normalised_shape():
+    from seeds.registry import create_seed
+
+    sized = create_seed("ops/nn.functional.layer_norm/float32/1@4098")
+    assert all(t.shape[-1] == 4098 for t in sized.args)
+    wide = create_seed("ops/mm/float32/0@w2048")
+    assert wide.args[0].shape[0] == 2048 and wide.args[1].shape[1] == 2048
+
+
+def test_a_width_past_the_parameter_cap_is_refused_saying_so():
+    from seeds.capture import CaptureError, capture
+    from seeds.registry import create_seed
+
+    with pytest.raises(CaptureError, match="parameters exceed the cap of 10,000,000"):
+        capture(create_seed("timm/test_vit@w1024"), max_params=10_000_000)
+
+
+def test_a_timm_model_that_takes_no_width_is_not_drawn_at_one():
+    from seeds.registry import get_source
+    from seeds.sizes import SizeError, WIDTHS
+
+    assert get_source("timm").width_points("timm/test_efficientnet", list(WIDTHS)) == []
+    with pytest.raises(SizeError, match="takes no width"):
+        get_source("timm").build("timm/test_efficientnet@w1024")
 
 
 @pytest.mark.parametrize("sizes, message", [({"values": []}, "sizes.values"), ({"per_seed": -1}, "sizes.per_seed"),

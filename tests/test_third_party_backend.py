@@ -22,7 +22,7 @@ def test_campaign_runs_a_backend_loaded_from_a_path(tmp_path, write_campaign):
 name: ts
 seeds: [{source: timm, include: [test_resnet]}]
 variants: {per_seed: 2, mutations: 1, mutators: [insert_unary]}
-sizes: {per_seed: 0}  # the size axis has its own tests (test_sizes, test_probes)
+sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
 backends:
   targets: [{class: "torchscript_backend:TorchScript", device: cpu, options: {optimize: true}}]
 pools: {cpu: {workers: 1}}

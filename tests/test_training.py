@@ -18,7 +18,7 @@ mode: [inference, training]
 seeds:
   - {source: ops, include: ["ops/tanh/float32/0", "ops/sigmoid/float32/0", "ops/mul/float32/0"]}
 variants: {per_seed: 2, mutations: 1, mutators: [semantic]}
-sizes: {per_seed: 0}
+sizes: {per_seed: 0, widths: 0}
 probes: {per_variant: 3}
 backends:
   targets: [{class: "tests.planted_backward:WrongTanhBackward", device: cpu}, onnxruntime@cpu]
@@ -84,7 +84,7 @@ def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_sta
     from fuzzer.campaign import CampaignError, from_dict
     from fuzzer.plan import plan
 
-    c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}], "sizes": {"per_seed": 0},
+    c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}], "sizes": {"per_seed": 0, "widths": 0},
                    "backends": {"targets": ["inductor@cpu", "onnxruntime@cpu",
                                             {"backend": "eager@cpu", "label": "eager-train", "mode": "training"}]}})
     work = plan(c, ["ops/tanh/float32/0"], set())

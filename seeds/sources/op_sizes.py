@@ -5,6 +5,11 @@ drawn again from the sample's own (so a domain such as positive inputs or valid 
 indices are wrapped when the dimension shrinks). ``OpsSource.build`` checks a resized sample as the
 listing checks samples and refuses it (``SizeError``) when it fails on the CPU; a tensor that would
 grow past ``MAX_RESIZED_ELEMENTS`` is refused here.
+
+Widths (``ops/mm/float32/0@w2048``) resize the same way along the second-to-last dimension of the
+first tensor that has two (matrix rows, channels, a sequence), or the main one for a sample of
+vectors. Either way a shape argument that spells the trailing dimensions of the first tensor
+(``layer_norm``'s normalised shape, a ``view``'s sizes) follows the new length.
 """
 from __future__ import annotations
 
@@ -20,25 +25,31 @@ from ..sizes import SizeError
 MAX_RESIZED_ELEMENTS = 2**20  # per tensor: a square matrix at 4097 is refused, a row of it is not
 
 
-def main_dimension(sample) -> int | None:
-    """The length of the sample's main dimension (the one sizes change): 0 for a sample of scalars
-    only, None when that dimension is empty."""
+def main_dimension(sample, axis: int = -1) -> int | None:
+    """The length of the sample's main dimension (the one sizes change; ``axis=-2``: the one widths
+    change, in the first tensor with two dimensions): 0 for a sample of scalars only, None when that
+    dimension is empty."""
     from .ops import sample_tensors
 
-    return next((t.shape[-1] for t in sample_tensors(sample) if t.dim() > 0), 0) or (
-        0 if all(t.dim() == 0 for t in sample_tensors(sample)) else None)
+    tensors = sample_tensors(sample)
+    if axis == -2 and any(t.dim() >= 2 for t in tensors):
+        return next(t.shape[-2] for t in tensors if t.dim() >= 2) or None
+    return next((t.shape[-1] for t in tensors if t.dim() > 0), 0) or (
+        0 if all(t.dim() == 0 for t in tensors) else None)
 
 
-def resize(sample, size: int, key: str):
-    """The sample with its main dimension at ``size`` (see the module docstring)."""
+def resize(sample, size: int, key: str, axis: int = -1):
+    """The sample with its main dimension (``axis=-2``: its width) at ``size`` (see the module docstring)."""
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from .ops import flatten_sample
+    from .ops import flatten_sample, sample_tensors
 
-    leaves, spec = flatten_sample(sample)
-    main = main_dimension(sample)
+    main = main_dimension(sample, axis)
     if main is None:
         raise SizeError("the sample has no non-empty dimension to resize")
+    first = next((tuple(t.shape) for t in sample_tensors(sample) if t.dim() > 0), ())
+    sample = _with_shapes(sample, first, main, size)
+    leaves, spec = flatten_sample(sample)
     gen = torch.Generator().manual_seed(stable_int(key))
 
     def remade(t: torch.Tensor) -> torch.Tensor:
@@ -66,6 +77,23 @@ def resize(sample, size: int, key: str):
     leaves = [remade(x) if isinstance(x, torch.Tensor) else x for x in leaves]
     inp, args, kwargs = pytree.tree_unflatten(leaves, spec)
     return SampleInput(inp, args=tuple(args), kwargs=dict(kwargs))
+
+
+def _with_shapes(sample, first: tuple, old: int, new: int):
+    """The sample with every int list among its arguments that spells trailing dimensions of ``first``
+    (a normalised shape, a view's sizes) saying ``new`` where it said ``old``."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    def fix(x):
+        if isinstance(x, (list, tuple)) and x and all(type(v) is int for v in x) and tuple(x) == first[-len(x):] \
+                and old in x:
+            return type(x)(new if v == old else v for v in x)
+        return x
+
+    if not first:
+        return sample
+    return SampleInput(sample.input, args=tuple(fix(a) for a in sample.args),
+                       kwargs={k: fix(v) for k, v in sample.kwargs.items()})
 
 
 def _draw(shape: list[int], dtype: torch.dtype, nonnegative: bool, gen: torch.Generator) -> torch.Tensor:

@@ -15,7 +15,7 @@ torch version in ``$GAPFUZZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapfuzz``, else 
 ``extra["aten"]`` lists the ATen ops the sample dispatched in eager mode (after composite
 decomposition, so ``conv2d`` shows as ``aten.convolution.default``).
 
-Sizes (``ops/sum/float32/0@1025``) are rebuilt by ``op_sizes``.
+Sizes (``ops/sum/float32/0@1025``) and widths (``ops/mm/float32/0@w2048``) are rebuilt by ``op_sizes``.
 """
 from __future__ import annotations
 
@@ -274,6 +274,10 @@ class OpsSource(SeedSource):
         self._index()
         return list(dimension_sizes) if seed_id in self._sizable else []
 
+    def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
+        self._index()
+        return list(widths) if seed_id in self._sizable else []
+
     def build(self, seed_id: str) -> BuiltSeed:
         sized = SizedId.parse(seed_id)
         aten = self._index().get(sized.base)
@@ -282,17 +286,20 @@ class OpsSource(SeedSource):
         key, dtype, index = sized.base.split("/", 1)[1].rsplit("/", 2)
         op, index = op_infos()[key], int(index)
         sample = samples(op, getattr(torch, dtype), index + 1)[index]
-        if sized.size is not None:
-            sample = resize(sample, sized.size, seed_id)
+        if sized.rebuilt:
+            n, axis = (sized.size, -1) if sized.width is None else (sized.width, -2)
+            sample = resize(sample, n, seed_id, axis)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 aten = probe(op, sample)
             if aten is None:
-                raise SizeError(f"{seed_id}: the sample fails on the CPU at size {sized.size}")
+                what = f"size {n}" if sized.width is None else f"width {n}"
+                raise SizeError(f"{seed_id}: the sample fails on the CPU at {what}")
         args = sample_tensors(sample)
         info = SeedInfo(
             id=seed_id, source=self.name, family=op.name, task="operator", output_kind="tensor",
             input_spec=input_spec_of(args, {}), params=0,
-            extra={"op": key, "dtype": dtype, "sample": index, "aten": aten, "size": sized.size},
+            extra={"op": key, "dtype": dtype, "sample": index, "aten": aten, "size": sized.size,
+                   "width": sized.width},
         )
         return BuiltSeed(info, OpCall(op.op, sample), args)

@@ -2,6 +2,9 @@
 
 Sizes (``timm/resnet18@129``): the image side. Models whose pretrained config fixes the input
 size (ViTs, Swin) are built for it (``img_size``); the others take the new input as they are.
+Widths (``timm/test_vit@w1024``): the features before the classifier, reached by the constructor
+argument the model has (``embed_dim``, ``dims``, ``channels``, ``num_features``), with one block per
+stage so a wide model stays cheap (``width_kwargs``).
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import torch
 from core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId
+from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 
 
@@ -30,6 +33,13 @@ class TimmSource(SeedSource):
         cfg = timm.models.get_pretrained_cfg(name) if timm.is_model(name) else None
         return list(PATCH_GRID_SIDES if getattr(cfg, "fixed_input_size", False) else IMAGE_SIDES)
 
+    def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
+        name = seed_id.split("/", 1)[1]
+        try:
+            return list(widths) if width_kwargs(name, max(widths or [1])) else []
+        except Exception:  # noqa: BLE001 - a model that cannot be looked at on the meta device has no width
+            return []
+
     def build(self, seed_id: str) -> BuiltSeed:
         import timm
         from timm.models import _registry
@@ -45,8 +55,20 @@ class TimmSource(SeedSource):
             input_size = (input_size[0], sized.size, sized.size)
             if getattr(cfg, "fixed_input_size", False):
                 kwargs["img_size"] = sized.size
+        if sized.width is not None:
+            wide = width_kwargs(name, sized.width)
+            if not wide:
+                raise SizeError(f"{seed_id}: timm's {name} takes no width argument (embed_dim, dims, channels, "
+                                "num_features)")
+            kwargs.update(wide)
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
-        model = timm.create_model(name, pretrained=False, **kwargs).eval()
+        try:
+            model = timm.create_model(name, pretrained=False, **kwargs).eval()
+        except Exception as e:  # noqa: BLE001 - widths that do not fit the architecture
+            if sized.width is None:
+                raise
+            raise SizeError(f"{seed_id}: does not build at width {sized.width}: {type(e).__name__}: "
+                            f"{(str(e).strip().splitlines() or [''])[0][:200]}") from e
         x = torch.randn((1, *input_size), generator=seeded_generator(seed_id + "#input"))
         info = SeedInfo(
             id=seed_id, source=self.name,
@@ -55,3 +77,54 @@ class TimmSource(SeedSource):
             input_spec=input_spec_of((x,), {}), params=count_params(model),
         )
         return BuiltSeed(info, model, (x,))
+
+
+def width_kwargs(name: str, width: int) -> dict:
+    """Constructor arguments that put ``name``'s features before the classifier at ``width`` (stages
+    scaled alike, one block each), read from the model built on the meta device; {} if it has none
+    or they do not build there."""
+    import timm
+
+    out = _width_kwargs(name, width)
+    try:
+        with torch.device("meta"):
+            timm.create_model(name, pretrained=False, **out)
+    except Exception:  # noqa: BLE001 - the entrypoint fixes that argument itself, or the widths clash
+        return {}
+    return out
+
+
+def _width_kwargs(name: str, width: int) -> dict:
+    import inspect
+
+    import timm
+
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False)
+    takes = inspect.signature(type(model).__init__).parameters
+    scale = width / max(1, int(model.num_features))
+    stages = [int(f["num_chs"]) for f in getattr(model, "feature_info", [])]
+    heads = getattr(getattr(getattr(model, "blocks", [None])[0], "attn", None), "num_heads", None)
+    if "embed_dim" in takes and isinstance(getattr(model, "embed_dim", None), int):
+        embed = max(1, round(model.embed_dim * scale))
+        out = {"embed_dim": embed}
+        if isinstance(heads, int) and "num_heads" in takes:
+            head_dim = model.embed_dim // heads
+            out["num_heads"] = embed // head_dim if embed % head_dim == 0 else 1
+        if "depth" in takes:
+            out["depth"] = 1
+        return out
+    if "dims" in takes and stages:
+        return {"dims": tuple(max(1, round(c * scale)) for c in stages[-4:]),
+                **({"depths": (1,) * len(stages[-4:])} if "depths" in takes else {})}
+    if "channels" in takes and all(hasattr(model, f"layer{i}") for i in range(1, 5)):
+        planes = []
+        for i in range(1, 5):
+            block = getattr(model, f"layer{i}")[0]
+            conv = getattr(block, "conv3", None) or block.conv2
+            planes.append(conv.out_channels // getattr(block, "expansion", 1))
+        return {"channels": tuple(max(1, round(p * scale)) for p in planes),
+                **({"layers": (1, 1, 1, 1)} if "layers" in takes else {})}
+    if "num_features" in takes:
+        return {"num_features": width}
+    return {}

@@ -96,6 +96,10 @@ class TorchvisionSource(SeedSource):
             return []
         return list(PATCH_GRID_SIDES if name.startswith(("vit_", "swin_", "maxvit")) else IMAGE_SIDES)
 
+    def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
+        name, _, part = seed_id.split("/", 1)[1].partition("/")
+        return [] if part or not name.startswith(_WIDE) else list(widths)
+
     def build(self, seed_id: str) -> BuiltSeed:
         from torchvision import models
 
@@ -114,8 +118,17 @@ class TorchvisionSource(SeedSource):
             raise SizeError(f"{seed_id}: only classification and segmentation models are rebuilt at a size")
         if sized.size is not None and name.startswith("vit_"):
             kwargs["image_size"] = sized.size
+        if sized.width is not None:
+            if part or not name.startswith(_WIDE):
+                raise SizeError(f"{seed_id}: only {', '.join(_WIDE)} models are rebuilt at a width")
+            kwargs.update({} if name.startswith("vit_") else _width_kwargs(name, sized.width))
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
-        model = builder(**kwargs).eval()
+        if sized.width is not None and name.startswith("vit_"):  # its builders fix the widths: the class itself
+            patch = int(name.rsplit("_", 1)[-1])
+            model = models.VisionTransformer(kwargs.get("image_size", 224), patch, **_width_kwargs(name, sized.width))
+        else:
+            model = builder(**kwargs).eval()
+        model.eval()
         args = self._inputs(name, module, seeded_generator(seed_id + "#input"), sized.size)
         task, kind = _TASKS.get(module, ("image-classification", "class_logits"))
         if part:
@@ -138,6 +151,19 @@ class TorchvisionSource(SeedSource):
             return (torch.rand((1, 3, 128, 128), generator=g) * 2 - 1, torch.rand((1, 3, 128, 128), generator=g) * 2 - 1)
         s = side or _SIZE.get(name, 224)
         return (torch.randn((1, 3, s, s), generator=g),)
+
+
+# Models whose builders take a width: the ViTs' hidden size (one layer, 64-wide heads), and the
+# MobileNets' width multiplier (the last conv's channels follow it: 1280 for v2 at 1.0).
+_WIDE = ("vit_", "mobilenet_v2", "mobilenet_v3")
+
+
+def _width_kwargs(name: str, width: int) -> dict:
+    if name.startswith("vit_"):
+        return {"hidden_dim": width, "num_heads": width // 64 if width % 64 == 0 else 1, "num_layers": 1,
+                "mlp_dim": 2 * width}
+    base = 1024 if name == "mobilenet_v3_small" else 1280  # the last layer's channels at width_mult 1.0
+    return {"width_mult": width / base}
 
 
 def _flat(args: tuple) -> tuple:

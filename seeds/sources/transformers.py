@@ -5,7 +5,9 @@ model type's default config, shrinks every size attribute it has (recursively th
 while keeping head counts and per-layer patterns consistent, and feeds inputs made for the modality.
 
 Sizes (``hf/bert/masked-lm@33``): the sequence length of text models (up to the tiny config's
-position count); a model whose main input is not token ids is not rebuilt at a size.
+position count); a model whose main input is not token ids is not rebuilt at a size. Widths
+(``hf/llama/causal-lm@w2048``): the hidden size, with heads and feed-forward sizes to match
+(``tiny_config.widen_config_dict``).
 """
 from __future__ import annotations
 
@@ -142,6 +144,9 @@ class TransformersSource(SeedSource):
     def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
         return list(SEQUENCE_LENGTHS) if seed_id.rsplit("/", 1)[-1] in TEXT_HEADS else []
 
+    def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
+        return list(widths)
+
     def build(self, seed_id: str) -> BuiltSeed:
         import transformers
 
@@ -153,14 +158,26 @@ class TransformersSource(SeedSource):
                             f"head one of {', '.join(HEADS)})")
         _, model_type, head = parts
         model_cls = getattr(transformers, _class_name(table[model_type]))
-        config = tiny_config(model_type)
+        try:
+            config = tiny_config(model_type, sized.width)
+        except Exception as e:  # noqa: BLE001 - a config whose widths do not fit each other at this width
+            if sized.width is None:
+                raise
+            raise SizeError(f"{seed_id}: has no config at width {sized.width}: {type(e).__name__}: "
+                            f"{(str(e).strip().splitlines() or [''])[0][:200]}") from e
         wanted = getattr(model_cls, "config_class", None)
         if wanted and not isinstance(config, wanted):  # e.g. the text-only LM head of a multimodal type
             config = config.get_text_config(decoder=True)
         if head == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config.get_text_config(decoder=True), "vocab_size", VOCAB) - 1
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
-        model = model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager").eval()
+        try:
+            model = model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager").eval()
+        except Exception as e:  # noqa: BLE001 - a model whose widths do not fit each other at this width
+            if sized.width is None:
+                raise
+            raise SizeError(f"{seed_id}: does not build at width {sized.width}: {type(e).__name__}: "
+                            f"{(str(e).strip().splitlines() or [''])[0][:200]}") from e
         kwargs = make_inputs(model, model.config, head, seeded_generator(seed_id + "#input"), sized.size or SEQ)
         if sized.size is not None and "input_ids" not in kwargs:
             raise SizeError(f"{seed_id}: its main input is not token ids, so it has no sequence length to change")
