@@ -17,8 +17,9 @@ from core.bugs import Mode, Stage, Status, Verdict
 from core.failures import describe
 from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from seeds import create_seed
-from seeds.capture import Captured, CaptureError, capture
+from seeds.capture import Captured, CaptureError, capture, check_budget
 from seeds.capture_cache import CaptureCache
+from seeds.registry import width_params
 from seeds.sizes import SizeError
 from seeds.spec import SeedInfo
 from workers.backends.eager import Eager, prepare_eager_fp64
@@ -146,7 +147,10 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True,
     if hit is not None:
         return hit
     try:
+        check_budget(width_params(seed_id) or 0, max_params)  # before a wide seed's weights
         built = create_seed(seed_id)
+    except CaptureError:
+        raise
     except Exception as e:  # noqa: BLE001 - a seed that does not build is a record
         raise CaptureError(Stage.BUILD, describe(e)["message"]) from e
     info = built.info.to_dict()

@@ -35,6 +35,11 @@ class SeedSource:
         none unless the source can change a width."""
         return []
 
+    def width_params(self, seed_id: str) -> int | None:
+        """The parameter count of a seed rebuilt at a width, counted on the meta device (no weights),
+        so one past the cap is refused before gigabytes are drawn; None if the source cannot tell."""
+        return None
+
 
 SOURCES: Registry[SeedSource] = Registry("seed source", "seeds.sources", ("timm", "torchvision", "transformers", "ops"),
                                          "gapfuzz.seeds", SeedError)
@@ -96,3 +101,14 @@ def create_seed(seed_id: str) -> BuiltSeed:
     if not sized.rebuilt:
         return built
     return check_runs(built, sized.size if sized.width is None else f"width {sized.width}")
+
+
+def width_params(seed_id: str) -> int | None:
+    """``SeedSource.width_params`` of a seed rebuilt at a width; None for any other seed, or on an
+    unknown id (the build says what is wrong)."""
+    from .sizes import SizedId
+
+    try:
+        return source_of(seed_id).width_params(seed_id) if SizedId.parse(seed_id).width is not None else None
+    except Exception:  # noqa: BLE001 - counting is an optimisation; the build reports the problem
+        return None

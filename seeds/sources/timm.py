@@ -40,6 +40,17 @@ class TimmSource(SeedSource):
         except Exception:  # noqa: BLE001 - a model that cannot be looked at on the meta device has no width
             return []
 
+    def width_params(self, seed_id: str) -> int | None:
+        import timm
+
+        sized = SizedId.parse(seed_id)
+        name = sized.base.split("/", 1)[1]
+        wide = width_kwargs(name, sized.width) if sized.width and timm.is_model(name) else {}
+        if not wide:
+            return None
+        with torch.device("meta"):
+            return count_params(timm.create_model(name, pretrained=False, **wide))
+
     def build(self, seed_id: str) -> BuiltSeed:
         import timm
         from timm.models import _registry

@@ -147,10 +147,20 @@ class TransformersSource(SeedSource):
     def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
         return list(widths)
 
-    def build(self, seed_id: str) -> BuiltSeed:
+    def width_params(self, seed_id: str) -> int | None:
+        sized = SizedId.parse(seed_id)
+        if sized.width is None:
+            return None
+        try:
+            model_cls, config = self._class_and_config(seed_id, sized)
+            with torch.device("meta"):
+                return count_params(model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager"))
+        except Exception:  # noqa: BLE001 - the build says what is wrong, with its own error
+            return None
+
+    def _class_and_config(self, seed_id: str, sized: SizedId):
         import transformers
 
-        sized = SizedId.parse(seed_id)
         parts = sized.base.split("/")
         table = self._table(parts[2]) if len(parts) == 3 and parts[2] in HEADS else {}
         if parts[0] != self.prefix or parts[1] not in table:
@@ -170,6 +180,12 @@ class TransformersSource(SeedSource):
             config = config.get_text_config(decoder=True)
         if head == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config.get_text_config(decoder=True), "vocab_size", VOCAB) - 1
+        return model_cls, config
+
+    def build(self, seed_id: str) -> BuiltSeed:
+        sized = SizedId.parse(seed_id)
+        model_cls, config = self._class_and_config(seed_id, sized)
+        model_type, head = sized.base.split("/")[1:3]
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
         try:
             model = model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager").eval()
