@@ -59,6 +59,7 @@ _RULES: list[tuple[str, str]] = [
     (r"\b(?:[a-z]{0,19}[0-9])[a-z0-9]{12,}\b", "<hash>"),  # compiled-kernel names: long, with a digit early
     (r"\b[0-9a-f]{8,}\b", "<hex>"),
     (r"(?:torch\.)?Size\(\[[^\]]*\]\)", "<shape>"),
+    (r"\bShape\(\[\s*\]\)", "Shape(<shape>)"),  # onnx_ir's rank-0 shape, beside its others' Shape(<shape>)
     (r"(\b[a-z]+\d+)?\[(?:[\d?,\s-]*\d[\d?,\s-]*|[?,\s]*\?[?,\s]*)\]", r"\1<shape>"),  # [1, 3], bf16[?,?]
     (r"\{[\d?,\s-]*\d[\d?,\s-]*\}", "<shape>"),  # {1,3,224,224}
     (r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)", "<shape>"),  # (1, 3, 224)

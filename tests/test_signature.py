@@ -16,3 +16,10 @@ def test_different_words_stay_apart():
     assert template("index out of range") != template("division by zero")
     assert key_id("a", "b") != key_id("a", "c")
     assert key_id("a", "b") == key_id("a", "b")
+
+
+def test_a_rank_0_onnx_shape_templates_like_any_other_shape():
+    """The exporter's amax error names the input's shape; a 0-d input (``Shape([])``) must not split
+    the same missing-argument defect into a cluster of its own."""
+    msg = "Args: (SymbolicTensor(name='x', type=Tensor(FLOAT), shape=Shape({})),). Kwargs: {{}}."
+    assert template(msg.format("[]")) == template(msg.format("[2, 1026]"))
