@@ -162,6 +162,16 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     return out.reset_index()
 
 
+def _options(text) -> dict:
+    """A record's ``backend_options`` (JSON of a mapping); anything else, as a foreign or torn record
+    may hold, is no options rather than an error that stops the whole triage."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.Series:
     """Per cluster, the options (``k=v``) that every one of its runs had, of those its backend drew more
     than one value of in the campaign (a target's ``option_space``): what a configuration-only defect needs."""
@@ -171,10 +181,10 @@ def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.
     drawn = set(drawn[drawn > 1].index)
     if not drawn:
         return pd.Series(None, index=cid.unique(), dtype=object)
-    parsed = {s: json.loads(s) for s in rows["backend_options"].dropna().unique()}
+    parsed = {s: _options(s) for s in rows["backend_options"].dropna().unique()}
     varying: dict[str, set] = {}
     for backend in drawn:
-        sets = [json.loads(s) for s in df.loc[df["backend"] == backend, "backend_options"].dropna().unique()]
+        sets = [_options(s) for s in df.loc[df["backend"] == backend, "backend_options"].dropna().unique()]
         varying[backend] = {k for k in set().union(*sets) if len({json.dumps(o.get(k)) for o in sets}) > 1}
     out = {}
     for c, group in rows.groupby(cid, sort=False):

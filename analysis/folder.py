@@ -5,6 +5,9 @@ registers (``memory://`` among them), so that a campaign on a cluster writes whe
 Every file of a run folder is written through a ``Folder``, whole: on a filesystem with renames, to
 a hidden temporary name that is renamed into place; on an object store, in one upload that becomes
 visible when it completes. Either way a reader sees a whole file or none. Only the driver writes.
+
+A local run folder is read only from inside itself: no symbolic link is followed below its top (a
+link to ``/`` or a loop in ``records/`` is left out, not walked), and only regular files are read.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ class FolderError(ResultsError):
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     try:
         return pafs.FileSystem.from_uri(uri)
+    except OSError as e:  # a store that cannot be reached: no network, no such bucket, no credentials
+        raise FolderError(f"{uri}: cannot be reached: {' '.join(str(e).split())[:200]}") from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as arrow_error:
         scheme = uri.split("://", 1)[0]
         try:
@@ -79,18 +84,50 @@ class Folder:
     def is_dir(self, *parts: str) -> bool:
         return self._type(*parts) == pafs.FileType.Directory
 
+    def _inside(self, *parts: str) -> None:
+        """Refuse a local path below the top whose components include a symbolic link."""
+        if not self.renames:
+            return
+        at = self.base
+        for part in "/".join(parts).split("/"):
+            at = f"{at}/{part}"
+            if os.path.islink(at):
+                raise FolderError(f"{at}: a symbolic link inside the run folder {self.uri}; gapfuzz reads a run "
+                                  f"folder only from inside itself (replace the link with what it points to)")
+
     def files(self, *parts: str, suffix: str = ".parquet") -> list[str]:
-        """Files under ``parts`` (at any depth) ending in ``suffix``, sorted; hidden folders left out."""
+        """Files under ``parts`` (at any depth) ending in ``suffix``, sorted; hidden folders left out. In a
+        local folder no symbolic link is followed and only regular files are listed."""
         top = self.path(*parts)
         if self._type(*parts) != pafs.FileType.Directory:
             return []
+        if self.renames:
+            self._inside(*parts)
+            found = []
+            for root, dirs, names in os.walk(top, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(root, d)))
+                for n in names:
+                    p = os.path.join(root, n)
+                    if n.endswith(suffix) and not n.startswith(".") and not os.path.islink(p) and os.path.isfile(p):
+                        found.append(p)
+            return sorted(found)
         infos = self.fs.get_file_info(pafs.FileSelector(top, recursive=True))
         return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(suffix)
                       and not any(p.startswith(".") for p in i.path[len(top):].split("/")))
 
-    def read_bytes(self, *parts: str) -> bytes:
-        with self.fs.open_input_stream(self.path(*parts)) as f:
-            return f.read()
+    def read_bytes(self, *parts: str, limit: int = 16 << 20) -> bytes:
+        """A whole small file of the folder (a local one: a regular file reached by no symbolic link);
+        more than ``limit`` bytes is a ``FolderError``."""
+        path = self.path(*parts)
+        if self.renames:
+            self._inside(*parts)
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise FolderError(f"{path}: not a regular file (a folder, a device or a FIFO)")
+        with self.fs.open_input_stream(path) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise FolderError(f"{path}: more than {limit} bytes; not a file gapfuzz wrote")
+        return data
 
     def write_bytes(self, data: bytes, *parts: str) -> str:
         """Write a whole file (see the module docstring); returns its path."""
@@ -101,11 +138,15 @@ class Folder:
                 f.write(data)
             return final
         tmp = f"{final.rsplit('/', 1)[0]}/.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        finally:  # a full disk or an interrupt leaves no hidden half file behind
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
         return final
 
     def write_table(self, table: pa.Table, *parts: str) -> str:
@@ -119,3 +160,34 @@ class Folder:
 
     def mkdir(self) -> None:
         self.fs.create_dir(self.base, recursive=True)
+
+
+_RESOLVED_KEYS = {"seeds", "backends", "variants", "compare", "pools", "run", "ray", "capture"}
+
+
+def is_run_folder(d: Path) -> bool:
+    """Whether local folder ``d`` is a gapfuzz run folder: it holds ``records/``, or the resolved
+    ``campaign.yaml`` a run writes first (every section filled in, as no hand-written file has it)."""
+    from core.strict_yaml import load, read_file
+
+    try:
+        if (d / "records").is_dir():
+            return True
+        if not (d / "campaign.yaml").is_file():
+            return False
+        given = load(read_file(d / "campaign.yaml"), str(d / "campaign.yaml"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(given, dict) and _RESOLVED_KEYS <= set(given)
+
+
+def run_folder_around(path: str | Path) -> Path | None:
+    """The nearest run folder above a local ``path`` (``path`` itself left out; links resolved), None
+    when there is none or ``path`` is a URI: what a command writes there must not land in another
+    run's folder, and nothing but records may land in a run's ``records/``."""
+    if "://" in str(path):
+        return None
+    for parent in Path(path).resolve().parents:
+        if is_run_folder(parent):
+            return parent
+    return None

@@ -14,7 +14,9 @@ The findings documents' annotations file is one of these, generalised. Top-level
 - ``_title``, ``_summary``: text for the findings document.
 
 Nothing in the file is executed: regular expressions are the only patterns, and a bad one, an
-unknown column or class is one line naming the file and the entry.
+unknown column or class is one line naming the file and the entry. Patterns are compiled with the
+``regex`` module and matched under a time limit (``MATCH_TIMEOUT_S``): one that backtracks without
+end, such as ``(a|aa)+$``, is one line, not a hang.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import regex
 
-from core.strict_yaml import YamlError, load
+from core.strict_yaml import YamlError, load, read_file
 
 from .store import ResultsError
 from .triage import describe
@@ -38,7 +41,8 @@ MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "outp
              "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "first_div_op",
              "output_dtype", "message")
 LISTS = ("backends", "ops", "output_dtypes", "seed_ids", "families", "probes")
-_ID = re.compile(r"^[cdb]-[0-9a-f]{10}$")
+_ID = re.compile(r"^[cdb]-[0-9a-f]{10}\Z")
+MATCH_TIMEOUT_S = 0.5  # one pattern on one cluster's text; regex checks it coarsely (a few seconds at most)
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class KnownIssue:
     note: str = ""
     url: str = ""
     where: dict = field(default_factory=dict)  # column -> compiled pattern
-    message: re.Pattern | None = None  # _by_message: searched in the one-line description
+    message: regex.Pattern | None = None  # _by_message: searched in the one-line description
     same_as: str | None = None  # the same defect as that issue or cluster (counted once)
     reproducer: str | None = None  # a reproducer folder's name, beside the file
 
@@ -58,11 +62,12 @@ class KnownIssue:
 
     def matches(self, row) -> bool:
         if self.message is not None:
-            return bool(self.message.search(describe(row)))
+            return bool(self.message.search(describe(row), timeout=MATCH_TIMEOUT_S))
         for column, pattern in self.where.items():
             value = getattr(row, column, None)
             items = list(value) if column in LISTS and value is not None else [value]
-            if not any(pattern.fullmatch("" if v is None or v != v else str(v)) for v in items):
+            if not any(pattern.fullmatch("" if v is None or v != v else str(v), timeout=MATCH_TIMEOUT_S)
+                       for v in items):
                 return False
         return True
 
@@ -92,13 +97,13 @@ def _class(path, name: str, entry: dict) -> str:
     return klass
 
 
-def _pattern(path, name: str, text) -> re.Pattern:
+def _pattern(path, name: str, text) -> regex.Pattern:
     if not isinstance(text, str) or not text:
         _fail(path, f"{name}: a regular expression (a string) is expected, not {text!r}")
     try:
-        return re.compile(text)
-    except re.error as e:
-        _fail(path, f"{name}: bad regular expression {text!r}: {e}")
+        return regex.compile(text)
+    except (regex.error, re.error, ValueError, OverflowError, RecursionError) as e:
+        _fail(path, f"{name}: bad regular expression {text!r}: {' '.join(str(e).split())}")
 
 
 def _where(path, name: str, where) -> dict:
@@ -131,7 +136,7 @@ class KnownIssues:
         if path is None:
             return cls()
         try:
-            given = load(Path(path).read_bytes(), str(path)) or {}
+            given = load(read_file(path, "known-issues file"), str(path)) or {}
         except YamlError as e:
             raise ResultsError(str(e)) from None
         except OSError as e:
@@ -175,9 +180,16 @@ class KnownIssues:
             merged = getattr(row, "merged", None)
             merged = merged if isinstance(merged, list) else []
             hit = next((self.by_id[c] for c in [row.cluster, *merged] if c in self.by_id), None) or next(
-                (i for i in self.issues if not i.by_id and i.matches(row)), None)
+                (i for i in self.issues if not i.by_id and self._matches(i, row)), None)
             out.append(hit.name if hit else None)
         return pd.Series(out, index=clusters.index, dtype=object)
+
+    def _matches(self, issue: KnownIssue, row) -> bool:
+        try:
+            return issue.matches(row)
+        except TimeoutError:
+            _fail(self.path, f"{issue.name}: a regular expression took more than {MATCH_TIMEOUT_S:g} s on cluster "
+                             f"{row.cluster} (it backtracks without end); write it without nested repeats")
 
     def __getitem__(self, name: str) -> KnownIssue:
         return self.by_name[name]

@@ -23,12 +23,18 @@ def minimised(repros: Path) -> dict[str, tuple]:
     """Cluster id -> (stack, kind, symptom, operator sequence) of each reproducible minimised cluster."""
     out = {}
     for f in sorted(Path(repros).glob("*/shrink.json")):
-        try:
+        try:  # a regular file reached by no link (a FIFO would hang the read), of a size gapfuzz writes
+            if f.is_symlink() or f.parent.is_symlink() or not f.is_file() or f.stat().st_size > 1 << 20:
+                continue
             r = json.loads(f.read_text())
         except (OSError, ValueError):
             continue  # a reproducer being written, or a folder of something else: not evidence
-        if isinstance(r, dict) and r.get("status") == "reproducible" and r.get("ops") and r.get("stack"):
-            out[f.parent.name] = (r["stack"], r.get("kind", ""), r.get("symptom", ""), tuple(map(str, r["ops"])))
+        if not (isinstance(r, dict) and r.get("status") == "reproducible" and isinstance(r.get("ops"), list)
+                and r.get("ops") and isinstance(r.get("stack"), str) and r["stack"]):
+            continue
+        kind, symptom = r.get("kind", ""), r.get("symptom", "")
+        out[f.parent.name] = (r["stack"], kind if isinstance(kind, str) else str(kind),
+                              symptom if isinstance(symptom, str) else str(symptom), tuple(map(str, r["ops"])))
     return out
 
 

@@ -10,6 +10,7 @@ import base64
 import datetime as dt
 import html
 import io
+import os
 from pathlib import Path
 
 import matplotlib
@@ -217,8 +218,13 @@ def render(run: Run) -> str:
 def write_report(run: Run, out: str | Path | None = None) -> Path:
     """Write the report (default ``RUN_DIR/report.html``) and return its path."""
     path = Path(out) if out else (run.path or Path(run.name)) / "report.html"  # a run on an object store: here
+    text = render(run)  # before anything is written: a run that cannot be rendered leaves no file
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render(run), encoding="utf-8")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    finally:  # a full disk, a folder where the file should be: no hidden half file outlives the command
+        if tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
     return path

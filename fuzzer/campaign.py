@@ -18,7 +18,7 @@ import yaml
 
 from core.bugs import Mode
 from core.registry import did_you_mean
-from core.strict_yaml import YamlError, load, non_finite
+from core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
 from workers.compare import DEFAULT_TOLERANCES, Settings
 from workers.pool import PoolSettings
 from workers.probes import KINDS, ProbeSettings
@@ -27,7 +27,28 @@ from workers.registry import BackendError, BackendSpec, parse_backend
 from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection, SizeSettings,
                        VariantSettings)
 
-from .campaign_schema import DEFAULTS, NAME_PATTERN, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
+from .campaign_schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
+
+
+def _is_integer(checker, instance) -> bool:
+    """An int, and not a float that happens to be whole: JSON Schema calls ``2.0`` an integer, and a
+    count written ``2.0`` would reach ``range()`` and Ray as a float."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
+def _types(schema) -> set:
+    t = schema.get("type") if isinstance(schema, dict) else None
+    return {t} if isinstance(t, str) else set(t or [])
+
+
+def _short(value, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else f"{text[:n]}... ({len(value) if isinstance(value, str) else '?'} characters)"
 
 
 class CampaignError(ValueError):
@@ -45,6 +66,12 @@ def _where(path) -> str:
 
 def _schema_error(source: str, err: jsonschema.ValidationError) -> str:
     where = _where(err.absolute_path)
+    inst = err.instance
+    wanted = _types(err.schema) | {t for c in (err.context or []) for t in _types(c.schema)}
+    if isinstance(inst, float) and inst.is_integer() and "integer" in wanted and err.validator in ("type", "oneOf"):
+        return f"{source}: {where}: expected a whole number, got {inst!r} (did you mean {int(inst)}?)"
+    if err.validator == "pattern":
+        return f"{source}: {where}: {_short(inst)} cannot name a folder; give {NAME_RULE}"
     if err.validator == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(allowed))
@@ -182,11 +209,10 @@ def read_campaign_file(path: Path, source: str | None = None, data: bytes | None
     (``core.strict_yaml``); one line on any problem."""
     source = source or str(path)
     try:
-        data = Path(path).read_bytes() if data is None else data
+        data = read_file(path, "campaign file") if data is None else data
+        given = load(data, source)
     except OSError as e:
         raise CampaignError(f"{path}: cannot read campaign file: {e.strerror or e}") from None
-    try:
-        given = load(data, source)
     except YamlError as e:
         raise CampaignError(str(e)) from None
     given = {} if given is None else given
@@ -202,7 +228,10 @@ def from_dict(given: dict, source: str = "campaign", default_name: str = "campai
 def fill(given: dict, source: str = "campaign", default_name: str = "campaign") -> dict:
     """The campaign checked against the schema, every default filled in; names are not resolved, so
     nothing is imported (a stored campaign is compared this way on --resume)."""
-    errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(given), key=lambda e: e.path)
+    bad_key = key_problem(given)
+    if bad_key:
+        raise CampaignError(f"{source}: {bad_key}")
+    errors = sorted(_Validator(SCHEMA).iter_errors(given), key=lambda e: e.path)
     if errors:
         raise CampaignError(_schema_error(source, jsonschema.exceptions.best_match(errors)))
     bad = non_finite(given)
@@ -210,8 +239,8 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
         raise CampaignError(f"{source}: {bad}: a finite number is needed here, not NaN or infinity")
     config = _merge(dict(DEFAULTS, name=default_name), given)
     if not re.fullmatch(NAME_PATTERN, config["name"]):
-        raise CampaignError(f"{source}: name: {config['name']!r} (from the file name) cannot name a run folder; "
-                            f"give a 'name' of letters, digits and . _ + -")
+        raise CampaignError(f"{source}: name: {_short(config['name'])} (from the file name) cannot name a run "
+                            f"folder; give a 'name' of {NAME_RULE}")
     config["seeds"] = [dict(SELECTION_DEFAULTS, **s) for s in config.get("seeds") or []]
     if not config["seeds"]:
         raise CampaignError(f"{source}: seeds: at least one seed selection is needed")

@@ -4,11 +4,18 @@ from __future__ import annotations
 from seeds.sizes import DIMENSION_SIZES, WIDTHS
 from workers.probes import DEFAULT_KINDS
 
-# Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+# Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones, no
+# trailing newline (``\Z``, not ``$``), and short enough for every file system's file names.
+NAME_MAX = 100
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,%d}\Z" % (NAME_MAX - 1)
+NAME_RULE = f"letters, digits and . _ + -, not starting with . _ + -, at most {NAME_MAX} characters"
+# Counts past these are typos (a count of a million variants per seed would run for years).
+MAX_COUNT = 1_000_000  # seeds sampled or taken from a selection
+MAX_PER_SEED = 10_000  # variants, tries, probes, repeats
+MAX_WORKERS = 4096
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
-_POS_INT = {"type": "integer", "minimum": 1}
+_POS_INT = {"type": "integer", "minimum": 1, "maximum": MAX_PER_SEED}
 _NONNEG_NUM = {"type": "number", "minimum": 0}
 
 _MODES = {"oneOf": [{"enum": ["inference", "training"]},
@@ -29,15 +36,16 @@ _SELECTION = {
         "source": {"type": "string"},
         "include": _GLOBS,
         "exclude": _GLOBS,
-        "limit": {"type": ["integer", "null"], "minimum": 0},
-        "sample": {"type": ["integer", "null"], "minimum": 0},
+        "limit": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_COUNT},
+        "sample": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_COUNT},
         "catalog": {"type": ["string", "null"]},
     },
 }
 
 _POOL = {
     "type": "object", "additionalProperties": False,
-    "properties": {"workers": {"oneOf": [_POS_INT, {"const": "auto"}]}, "cpus_per_worker": _NONNEG_NUM, "threads": _POS_INT,
+    "properties": {"workers": {"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_WORKERS}, {"const": "auto"}]},
+                   "cpus_per_worker": _NONNEG_NUM, "threads": {"type": "integer", "minimum": 1, "maximum": MAX_WORKERS},
                    "gpus_per_worker": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
                    "memory_gb": {"type": ["number", "null"], "exclusiveMinimum": 0},
                    "env": {"type": "object", "additionalProperties": {"type": "string"}}},
@@ -60,7 +68,7 @@ SCHEMA = {
         "variants": {"type": "object", "additionalProperties": False, "properties": {
             "per_seed": _POS_INT,
             "include_seed": {"type": "boolean"},
-            "mutations": {"type": "integer", "minimum": 0},
+            "mutations": {"type": "integer", "minimum": 0, "maximum": MAX_PER_SEED},
             "mutators": _GLOBS,
             "exclude_mutators": _GLOBS,
             "guidance": {"enum": ["uniform", "mcmc", "coverage"]},
@@ -69,11 +77,12 @@ SCHEMA = {
             "per_variant": _POS_INT,
             "kinds": _GLOBS}},
         "sizes": {"type": "object", "additionalProperties": False, "properties": {
-            "per_seed": {"type": "integer", "minimum": 0},
+            "per_seed": {"type": "integer", "minimum": 0, "maximum": 100},
             "variants": _POS_INT,
-            "values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
-            "widths": {"type": "integer", "minimum": 0},
-            "width_values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}}}},
+            "values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}},
+            "widths": {"type": "integer", "minimum": 0, "maximum": 100},
+            "width_values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1,
+                                                                        "maximum": 2**31 - 1}}}},
         "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
             "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},
             "targets": {"type": "array", "items": _BACKEND},
@@ -82,9 +91,9 @@ SCHEMA = {
                   "properties": {d: _POOL for d in ("cpu", "cuda", "mps", "xpu", "npu")}},
         "run": {"type": "object", "additionalProperties": False, "properties": {
             "timeout_s": {"type": "number", "exclusiveMinimum": 0},
-            "repeats": {"type": "integer", "minimum": 0},
+            "repeats": {"type": "integer", "minimum": 0, "maximum": MAX_PER_SEED},
             "retry_faults": {"type": "boolean"},
-            "flush_every": _POS_INT}},
+            "flush_every": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT}}},
         "compare": {"type": "object", "additionalProperties": False, "properties": {
             "tolerances": {"type": "object", "additionalProperties": {
                 "type": "array", "items": _NONNEG_NUM, "minItems": 2, "maxItems": 2}},
@@ -99,7 +108,7 @@ SCHEMA = {
             "bisect_budget_s": {"type": "number", "exclusiveMinimum": 0}}},
         "ray": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": ["string", "null"]},
-            "num_cpus": {"type": ["integer", "null"], "minimum": 1}}},
+            "num_cpus": {"type": ["integer", "null"], "minimum": 1, "maximum": 1 << 20}}},
     },
 }
 

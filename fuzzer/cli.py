@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
 from .cli_parser import EXIT_BAD_INPUT, build_parser
+
+
+EXIT_PIPE_CLOSED = 141  # what a shell reports for a command that SIGPIPE stopped (128 + 13)
 
 
 class UserError(Exception):
@@ -32,7 +36,7 @@ def _records(run_dir: str, columns: list[str] | None = None):
 
 
 def cmd_run(args) -> int:
-    from analysis.folder import Folder, FolderError
+    from analysis.folder import Folder, FolderError, run_folder_around
     from analysis.triage import render_summary
     from core.bugs import Status, Verdict
 
@@ -47,6 +51,10 @@ def cmd_run(args) -> int:
         run_dir = Folder(args.out or f"{campaign.output}/{campaign.name}")  # a path, or a URI (s3://...)
     except FolderError as e:
         raise UserError(str(e)) from None
+    around = run_folder_around(run_dir.local_path) if run_dir.local_path is not None else None
+    if around is not None:
+        raise UserError(f"{run_dir}: inside the run folder {around}; a run folder writes only inside itself, "
+                        f"so give --out a folder of its own")
     address = args.address or campaign.address
     driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
     try:
@@ -114,12 +122,33 @@ def cmd_report(args) -> int:
         raise UserError(f"gapfuzz report needs {e.name}: pip install 'gapfuzz[notebook]'") from None
 
     run = _run(args.run_dir, args)
+    if args.out:
+        _check_report_out(Path(args.out), run)
     try:
         path = write_report(run, args.out)
     except OSError as e:
         raise UserError(f"{args.out or args.run_dir}: cannot write the report: {e.strerror or e}") from None
     print(path)
     return 0
+
+
+def _check_report_out(out: Path, run) -> None:
+    """A report is written beside the run's own files or outside every run folder, never into
+    another run's folder nor into a ``records/`` (where every later triage would read it)."""
+    from analysis.folder import run_folder_around
+
+    if out.is_dir():
+        raise UserError(f"{out}: is a folder; give --out the report's file name ({out / 'report.html'})")
+    around = run_folder_around(out)
+    if around is None:
+        return
+    own = run.path.resolve() if run.path is not None else None
+    if around != own:
+        raise UserError(f"{out}: inside the run folder {around}; a run folder holds only its own files, so "
+                        f"write the report elsewhere")
+    if (around / "records") in out.resolve().parents:
+        raise UserError(f"{out}: inside {around / 'records'}, which holds only records (every triage reads "
+                        f"what is there); write the report elsewhere")
 
 
 def cmd_diff(args) -> int:
@@ -207,8 +236,18 @@ def cmd_seeds_scan(args) -> int:
         check_address(args.address)
     except LaunchError as e:
         raise UserError(str(e)) from None
-    catalog = scan(ids, args.out, workers=args.workers, timeout_s=args.timeout, max_params=args.max_params,
-                   memory_gb=args.memory_gb, address=args.address, progress=not args.quiet)
+    if "://" not in args.out:  # a folder that cannot be made is said now, not after the whole scan
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"{out}: cannot write the catalog there: {e.strerror or e}") from None
+    try:
+        catalog = scan(ids, args.out, workers=args.workers, timeout_s=args.timeout, max_params=args.max_params,
+                       memory_gb=args.memory_gb, address=args.address, progress=not args.quiet)
+    except OSError as e:  # the catalog's disk, at the end
+        if isinstance(e, ConnectionError):
+            raise
+        raise UserError(f"{out}: cannot write the catalog: {e.strerror or e}") from None
     df = catalog.read().to_pandas()
     print(render_scan_summary(df[df["seed_id"].isin(ids)]))
     print(f"catalog: {catalog.dir}")
@@ -219,8 +258,37 @@ COMMANDS = {"run": cmd_run, "triage": cmd_triage, "report": cmd_report, "diff": 
             "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "mutators": cmd_mutators, "backends": cmd_backends}
 
 
+def _tolerant_output() -> None:
+    """Text the terminal's encoding cannot show (an ellipsis under PYTHONIOENCODING=ascii) is escaped,
+    not a UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (a test's StringIO), or closed
+            pass
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away (``gapfuzz mutators | head -3``): stop quietly, as every CLI
+    does. Python would report the failed flush of stdout at exit, so it is pointed at /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
+    return EXIT_PIPE_CLOSED
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="gapfuzz: %(message)s")
+    _tolerant_output()
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser(COMMANDS).parse_args(argv)
     from analysis.store import ResultsError
     from core.registry import PluginError

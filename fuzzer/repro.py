@@ -23,6 +23,7 @@ from pathlib import Path
 
 from core.bugs import GRADIENT_SYMPTOMS, Kind, Status, Verdict, bug_key
 from core.templates import template
+from seeds.capture import CaptureError
 from workers.messages import JudgeSettings
 from workers.probes import Probe, probed
 
@@ -130,6 +131,23 @@ def _campaign(run_dir: Path, allow_plugins: bool):
     return from_dict(given, str(path))
 
 
+def _mapping(value) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object is expected, not {type(value).__name__}")
+    return value
+
+
+def _field(record: dict, key: str, parse):
+    """A record's JSON field parsed by ``parse``; a field that is not what gapfuzz writes there (a torn or
+    foreign record) is one ``ReproError`` line naming the run and the field."""
+    try:
+        return parse(record.get(key))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        detail = " ".join(str(e).split())[:160]
+        raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's {key} is not "
+                         f"what gapfuzz writes there ({type(e).__name__}: {detail})") from None
+
+
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
               tries: int = 3, allow_plugins: bool = False) -> ReproResult:
     t0 = time.perf_counter()
@@ -141,19 +159,27 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         raise ReproError(f"{record['variant_id']} on {record['backend']} is amplified rounding (a discontinuous op "
                          f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
     c = _campaign(run_dir, allow_plugins)
-    target = next(s for s in c.backends.all() if s.name == record["backend"])
+    target = next((s for s in c.backends.all() if s.name == record["backend"]), None)
+    if target is None:
+        raise ReproError(f"{record['variant_id']}: its backend {record['backend']!r} is not one of the campaign's "
+                         f"in {run_dir / 'campaign.yaml'}")
     recorded = record.get("backend_options")
     if recorded or target.option_space:  # the options the run had (given, or drawn from a space), replayed exactly
-        target = dataclasses.replace(target, options=json.loads(recorded or "{}"), option_space={})
-    recipe = Recipe.from_json(record["recipe"])
+        target = dataclasses.replace(target, options=_field(record, "backend_options", lambda t: _mapping(
+            json.loads(t or "{}"))), option_space={})
+    recipe = _field(record, "recipe", Recipe.from_json)
     if record.get("mode") and record["mode"] != recipe.mode:
         raise ReproError(f"{record['variant_id']}: the record ran in {record['mode']} mode, its recipe says "
                          f"{recipe.mode}")
-    variant = replay(recipe, c.capture.max_params)
+    probe = _field(record, "probe_recipe", Probe.from_recipe)  # the input set the bug showed on: it stays
+    try:
+        variant = replay(recipe, c.capture.max_params)
+    except CaptureError as e:  # a seed id that is not one, or a seed that no longer builds or captures here
+        raise ReproError(f"{record['variant_id']}: its recipe's seed {recipe.seed!r} cannot be built again "
+                         f"({' '.join(str(e).split())[:200]})") from None
     if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:
         log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
                     variant.graph_hash, record["graph_hash"])
-    probe = Probe.from_recipe(record.get("probe_recipe"))  # the input set the bug showed on: it stays
     variant = probed(variant, probe)
     settings = JudgeSettings(c.reference.name, c.oracle.name if c.oracle else None,
                              target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,

@@ -163,11 +163,91 @@ CASES = {
     "seeds-nothing-matches": ({}, ["seeds", "list", "--filter", "timm/nothing*"], "no seed matches"),
     "scan-out-is-a-file": ({"f": "a file"}, ["seeds", "scan", "--filter", "timm/test_resnet", "--out", "{d}/f"],
                            "exists and is not a folder"),
+    # --- integer-valued floats: JSON Schema calls 2.0 an integer, range() and Ray do not
+    "float-per-seed": ({"c.yaml": campaign("variants: {per_seed: 2.0}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                       "variants.per_seed: expected a whole number, got 2.0 (did you mean 2?)"),
+    "float-limit": ({"c.yaml": campaign(seeds="seeds: [{source: timm, include: [test_resnet], limit: 1.0}]\n")},
+                    ["run", "{d}/c.yaml", "--out", "{d}/run"], "seeds[0].limit: expected a whole number, got 1.0 "
+                                                               "(did you mean 1?)"),
+    "float-sample": ({"c.yaml": campaign(seeds="seeds: [{source: timm, include: [test_*], sample: 2.0}]\n")},
+                     ["run", "{d}/c.yaml", "--out", "{d}/run"], "seeds[0].sample: expected a whole number, got 2.0"),
+    "float-workers": ({"c.yaml": campaign("pools: {cpu: {workers: 1.0}}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                      "pools.cpu.workers: expected a whole number, got 1.0 (did you mean 1?)"),
+    "float-sizes": ({"c.yaml": campaign("sizes: {per_seed: 1.0}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                    "sizes.per_seed: expected a whole number, got 1.0 (did you mean 1?)"),
+    # --- keys that are not names
+    "int-key": ({"c.yaml": campaign("1: a")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                "the top level: the key 1 is not a name"),
+    "int-pool-key": ({"c.yaml": campaign("pools: {7: {workers: 1}}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                     "pools: the key 7 is not a name"),
+    "null-key": ({"c.yaml": campaign("null: 3")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                 "the key null is not a name"),
+    "int-option-key": ({"c.yaml": campaign(targets="[{backend: inductor@cpu, options: {1: 2}}]")},
+                       ["run", "{d}/c.yaml", "--out", "{d}/run"], "backends.targets[0].options: the key 1 is not a name"),
+    # --- bounds: size, aliases, nesting, counts
+    "huge-file": ({"c.yaml": OK + "description: '" + "x" * 1_100_000 + "'\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                  "at most 1000000 bytes are read"),
+    "a-device": ({}, ["run", "/dev/zero", "--out", "{d}/run"], "/dev/zero: cannot read campaign file: not a regular file"),
+    "billion-laughs": ({"c.yaml": campaign(
+        targets="[{backend: inductor@cpu, options: {x: &a [1,1,1,1,1,1,1,1,1,1], b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a],"
+                " c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b], d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c],"
+                " e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d], f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e],"
+                " g: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]}}]")},
+        ["run", "{d}/c.yaml", "--out", "{d}/run"], "its aliases expand to more than 200000 values"),
+    "deep-nesting": ({"c.yaml": campaign("description: " + "[" * 20_000 + "]" * 20_000)},
+                     ["run", "{d}/c.yaml", "--out", "{d}/run"], "nested more than 64 levels deep"),
+    "huge-per-seed": ({"c.yaml": campaign("variants: {per_seed: 1000000000000}")},
+                      ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                      "variants.per_seed: 1000000000000 is greater than the maximum of 10000"),
+    "huge-sample": ({"c.yaml": campaign(seeds="seeds: [{source: timm, sample: 1000000000000}]\n")},
+                    ["run", "{d}/c.yaml", "--out", "{d}/run"], "seeds[0].sample: 1000000000000 is greater than the "
+                                                               "maximum of 1000000"),
+    "huge-workers": ({"c.yaml": campaign("pools: {cpu: {workers: 100000}}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                     "pools.cpu.workers"),
+    "huge-sizes": ({"c.yaml": campaign("sizes: {per_seed: 100000}")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                   "sizes.per_seed: 100000 is greater than the maximum of 100"),
+    # --- names: \Z, not $, and a length limit checked before any work
+    "label-newline": ({"c.yaml": campaign(targets='[{backend: eager@cpu, label: "ort\\n"}]')},
+                      ["run", "{d}/c.yaml", "--out", "{d}/run"], "backends.targets[0].label: 'ort\\n' cannot name a "
+                                                                 "folder"),
+    "long-label": ({"c.yaml": campaign(targets="[{backend: eager@cpu, label: " + "a" * 300 + "}]")},
+                   ["run", "{d}/c.yaml", "--out", "{d}/run"], "at most 100 characters"),
+    "long-name": ({"c.yaml": campaign(name="n" * 300)}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                  "name: 'nnnnn"),
+    # --- a run folder writes only inside itself
+    "run-inside-records": ({"c.yaml": OK, "run/records/x/part-1.parquet": "RECORDS"},
+                           ["run", "{d}/c.yaml", "--out", "{d}/run/records/new"], "inside the run folder"),
+    "run-inside-a-run": ({"c.yaml": OK, "run/records/x/part-1.parquet": "RECORDS"},
+                         ["run", "{d}/c.yaml", "--out", "{d}/run/sub"], "inside the run folder"),
+    "report-into-records": ({"run/records/x/part-1.parquet": "RECORDS"},
+                            ["report", "{d}/run", "--out", "{d}/run/records/x.parquet"], "which holds only records"),
+    "report-into-another-run": ({"run/records/x/part-1.parquet": "RECORDS", "other/records/x/part-1.parquet": "RECORDS"},
+                                ["report", "{d}/run", "--out", "{d}/other/report.html"], "inside the run folder"),
+    "report-out-is-a-folder": ({"run/records/x/part-1.parquet": "RECORDS", "dir/x": ""},
+                               ["report", "{d}/run", "--out", "{d}/dir"], "is a folder; give --out the report's file"),
+    # --- records that are not what gapfuzz writes
+    "repro-recipe-not-json": ({"run/records/x/part-1.parquet": {"backend": "inductor@cpu", "recipe": "{not json"},
+                               "run/campaign.yaml": OK}, ["repro", "{d}/run", "c-"], "its record's recipe is not what "
+                                                                                      "gapfuzz writes there"),
+    "repro-recipe-not-a-recipe": ({"run/records/x/part-1.parquet": {"backend": "inductor@cpu", "recipe": "[1, 2]"},
+                                   "run/campaign.yaml": OK}, ["repro", "{d}/run", "c-"], "recipe is not what"),
+    "repro-probe-not-json": ({"run/records/x/part-1.parquet": {"backend": "inductor@cpu", "probe_recipe": "{"},
+                              "run/campaign.yaml": OK}, ["repro", "{d}/run", "c-"], "its record's probe_recipe"),
+    "repro-backend-not-in-campaign": ({"run/records/x/part-1.parquet": "RECORDS", "run/campaign.yaml": OK},
+                                      ["repro", "{d}/run", "c-"], "its backend 'b@cpu' is not one of the campaign's"),
+    "repro-not-a-seed-id": ({"run/records/x/part-1.parquet": {"backend": "inductor@cpu",
+                                                              "recipe": '{"mutations":[],"rng":0,"seed":"nope"}'},
+                             "run/campaign.yaml": OK}, ["repro", "{d}/run", "c-"], "seed id 'nope'"),
+    # --- the environment: no network, a folder that cannot be made
+    "scan-out-in-proc": ({}, ["seeds", "scan", "--filter", "timm/test_resnet", "--out", "/proc/gapfuzz-x"],
+                         "/proc/gapfuzz-x: cannot write the catalog there"),
+    "triage-unreachable-store": ({}, ["triage", "s3://gapfuzz-no-such-bucket/runs/x"], "cannot be reached"),
 }
 
 
-def _write_records(path: Path, text: str) -> None:
-    """A records file: one failed run (a cluster to ask for), or a Parquet file of someone else's schema."""
+def _write_records(path: Path, text: str, **fields) -> None:
+    """A records file: one failed run (a cluster to ask for; ``fields`` replace its values), or a Parquet
+    file of someone else's schema."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -177,9 +257,10 @@ def _write_records(path: Path, text: str) -> None:
     if text == "FOREIGN":
         pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), path)
         return
-    rec = RunRecord(campaign="h", variant_id="timm/test_resnet#0", seed_id="timm/test_resnet", backend="b@cpu",
-                    stack="b", device="cpu", status="error", stage="compile", error_type="RuntimeError",
-                    message="no kernel", recipe='{"mutations":[],"rng":0,"seed":"timm/test_resnet"}')
+    rec = RunRecord(**{**dict(campaign="h", variant_id="timm/test_resnet#0", seed_id="timm/test_resnet",
+                              backend="b@cpu", stack="b", device="cpu", status="error", stage="compile",
+                              error_type="RuntimeError", message="no kernel",
+                              recipe='{"mutations":[],"rng":0,"seed":"timm/test_resnet"}'), **fields})
     pq.write_table(pa.Table.from_pylist([rec.to_row()], schema=arrow_schema()), path)
 
 
@@ -187,7 +268,9 @@ def _setup(d: Path, files: dict) -> None:
     for name, content in files.items():
         p = d / name
         p.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith(".parquet") and content in ("FOREIGN", "RECORDS"):
+        if name.endswith(".parquet") and isinstance(content, dict):  # a record with these values
+            _write_records(p, "RECORDS", **content)
+        elif name.endswith(".parquet") and content in ("FOREIGN", "RECORDS"):
             _write_records(p, content)
         elif isinstance(content, bytes):
             p.write_bytes(content)
@@ -239,6 +322,7 @@ def _env(**extra) -> dict:
     ("GAPFUZZ_PLUGINS", "no_such_plugin_module", "GAPFUZZ_PLUGINS: module 'no_such_plugin_module' cannot be imported"),
     ("GAPFUZZ_PLUGINS", "hostile_syntax", "GAPFUZZ_PLUGINS: module 'hostile_syntax' cannot be imported: SyntaxError"),
     ("GAPFUZZ_CACHE_DIR", "{d}/cachefile", "cachefile is a file, not a folder"),
+    ("XDG_CACHE_HOME", "{d}/cachefile", "capture cache {d}/cachefile/gapfuzz: {d}/cachefile is a file, not a folder"),
 ])
 def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, variable, value, needle):
     (tmp_path / "c.yaml").write_text(OK)
@@ -246,6 +330,9 @@ def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, vari
     (tmp_path / "hostile_syntax.py").write_text("def f(:\n")
     env = _env(**{variable: value.replace("{d}", str(tmp_path))},
                PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    if variable != "GAPFUZZ_CACHE_DIR":
+        env.pop("GAPFUZZ_CACHE_DIR", None)  # it would stand before XDG_CACHE_HOME
+    needle = needle.replace("{d}", str(tmp_path))
     import subprocess
     import sys
 
@@ -383,3 +470,93 @@ def test_triage_and_report_read_the_dict_form_of_a_reference(tmp_path, monkeypat
     for argv in (["triage", str(run)], ["report", str(run), "--out", str(tmp_path / "r.html")]):
         code, err = in_process(argv)
         assert code == 0, err
+
+
+# ---------------------------------------------------------------- hardening sweep: files, links, pipes
+def test_a_fifo_is_refused_at_once_not_read(tmp_path, monkeypatch):
+    fifo = tmp_path / "c.yaml"
+    os.mkfifo(fifo)  # opening it would wait for a writer that never comes
+    monkeypatch.chdir(tmp_path)
+    t0 = time.monotonic()
+    code, err = in_process(["run", str(fifo), "--out", str(tmp_path / "run")])
+    assert code == 2 and "c.yaml: cannot read campaign file: not a regular file" in err and err.count("\n") == 1, err
+    assert time.monotonic() - t0 < 10 and not (tmp_path / "run").exists()
+
+
+def test_a_known_pattern_that_backtracks_without_end_is_one_line_not_a_hang(tmp_path, monkeypatch):
+    _setup(tmp_path, {"run/records/x/part-1.parquet": {"message": "a" * 40 + "!"}})
+    (tmp_path / "known.yaml").write_text("_known:\n  - {name: slow, where: {message: '(a|aa)+$'}}\n")
+    monkeypatch.chdir(tmp_path)
+    t0 = time.monotonic()
+    code, err = in_process(["triage", str(tmp_path / "run"), "--known", str(tmp_path / "known.yaml")])
+    assert code == 2 and err.count("\n") == 1 and "known.yaml: slow: a regular expression took more than" in err, err
+    assert time.monotonic() - t0 < 30
+    (tmp_path / "known.yaml").write_text("_known:\n  - {name: bad, where: {message: '(a'}}\n")
+    code, err = in_process(["triage", str(tmp_path / "run"), "--known", str(tmp_path / "known.yaml")])
+    assert code == 2 and err.count("\n") == 1 and "bad: where message: bad regular expression '(a'" in err, err
+
+
+def test_readers_follow_no_symbolic_link_out_of_or_around_a_run_folder(tmp_path, monkeypatch):
+    from analysis.api import load_run
+
+    _setup(tmp_path, {"run/records/x/part-1.parquet": "RECORDS"})
+    records = tmp_path / "run" / "records"
+    (records / "root").symlink_to("/")  # walked, this reads the whole machine until something fails
+    (records / "x" / "loop").symlink_to("..")  # followed, this reads every file again, ~40 levels deep
+    (records / "linked.parquet").symlink_to(records / "x" / "part-1.parquet")
+    monkeypatch.chdir(tmp_path)
+    t0 = time.monotonic()
+    assert len(load_run(tmp_path / "run")) == 1
+    code, err = in_process(["triage", str(tmp_path / "run")])
+    assert code == 0, err
+    assert time.monotonic() - t0 < 30
+    (tmp_path / "run" / "campaign.yaml").symlink_to("/dev/zero")  # read whole, this never ends
+    code, err = in_process(["triage", str(tmp_path / "run")])
+    assert code == 2 and err.count("\n") == 1 and "campaign.yaml: a symbolic link inside the run folder" in err, err
+
+
+def test_no_hidden_temporary_file_outlives_a_failed_write(tmp_path, monkeypatch):
+    import errno
+
+    from analysis.folder import Folder
+
+    def full_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError):
+        Folder(tmp_path / "run").write_bytes(b"x" * 1000, "records", "b@cpu", "part-1.parquet")
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_reproducer_runs_where_no_file_of_a_run_folder_can_stand_in_for_a_module(tmp_path):
+    """``repros/<cluster>/torch.py`` (or a ``sitecustomize.py``) shipped in a run folder is never run."""
+    from fuzzer.repro import verify
+
+    writer = f"open({str(tmp_path / 'RAN')!r}, 'a').write(__name__)\n"
+    for planted in ("torch.py", "sitecustomize.py", "usercustomize.py", "numpy.py"):
+        (tmp_path / planted).write_text(writer)
+    (tmp_path / "repro.py").write_text("import sys\nimport torch\nprint(torch.__file__)\nsys.exit(1)\n")
+    failures, last = verify(tmp_path, tries=1, timeout=120)
+    assert failures == 1 and "site-packages" in last and not (tmp_path / "RAN").exists(), last
+
+
+def test_output_the_terminal_cannot_encode_and_a_closed_pipe_end_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    _setup(tmp_path, {"run/records/x/part-1.parquet": {"message": "no kernel for \u2026 \u00e9\u4e2d " * 8}})
+    env = _env(PYTHONIOENCODING="ascii")
+    for argv in (["mutators"], ["triage", str(tmp_path / "run")]):
+        proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", *argv], cwd=tmp_path, env=env, capture_output=True,
+                              timeout=300)
+        assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr.decode()[-2000:]
+    assert b"\\u2026" in proc.stdout  # shown escaped, not an error after the work is done
+    read, write = os.pipe()
+    os.close(read)  # `gapfuzz mutators | head -3`, with head gone before the table is printed
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "mutators"], stdout=write, stderr=subprocess.PIPE,
+                              cwd=tmp_path, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
