@@ -14,7 +14,23 @@ def prepare_inductor(gm, example_inputs, device, options):
     options = dict(options)
     mode, dynamic = options.pop("mode", None), bool(options.pop("dynamic", False))
     kwargs = {"mode": mode} if mode else {"options": options or None}
-    return torch.compile(to_device(gm, device), backend="inductor", dynamic=dynamic, fullgraph=False, **kwargs), {}
+    compiled = torch.compile(to_device(gm, device), backend="inductor", dynamic=dynamic, fullgraph=False, **kwargs)
+    return with_dynamic_output_shapes(compiled), {}
+
+
+# Dynamo otherwise breaks the graph at an operator whose output shape depends on values (nonzero,
+# masked_select, unique, boolean indexing) or at ``.item()``, and eager runs it: the stack under test
+# would never see it. With these, it is traced with unbacked sizes and compiled with the rest.
+DYNAMIC_OUTPUT_CONFIG = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
+
+
+def with_dynamic_output_shapes(compiled):
+    """``compiled``, each call under ``DYNAMIC_OUTPUT_CONFIG``: it compiles lazily (first call, and
+    any recompilation), so the config must hold while it is called, not while it is made."""
+    def call(*inputs):
+        with torch._dynamo.config.patch(**DYNAMIC_OUTPUT_CONFIG):
+            return compiled(*inputs)
+    return call
 
 
 @register_backend
@@ -25,6 +41,7 @@ class Inductor(Backend):
     devices = ("cpu", "cuda", "xpu")
     trains = True  # AOTAutograd's joint graph, partitioned, forward and backward compiled
     compile_error_modules = ("torch._dynamo", "torch._inductor")  # compiles lazily, on the first call
+    any_strides = False
     prepare_fn = staticmethod(prepare_inductor)
 
     @classmethod
@@ -43,8 +60,9 @@ def prepare_aot_eager(gm, example_inputs, device, options):
     """AOTAutograd without code generation (``torch.compile(backend="aot_eager")``): Dynamo, the
     functionalised joint graph and its partition, run by eager kernels. ``dynamic`` as for Inductor."""
     options = dict(options)
-    return torch.compile(to_device(gm, device), backend="aot_eager", dynamic=bool(options.pop("dynamic", False)),
-                         fullgraph=False), {}
+    compiled = torch.compile(to_device(gm, device), backend="aot_eager", dynamic=bool(options.pop("dynamic", False)),
+                             fullgraph=False)
+    return with_dynamic_output_shapes(compiled), {}
 
 
 @register_backend
@@ -56,6 +74,7 @@ class AotEager(Backend):
     devices = ("cpu", "cuda", "xpu")
     trains = True
     compile_error_modules = ("torch._dynamo", "torch._functorch")
+    any_strides = False
     prepare_fn = staticmethod(prepare_aot_eager)
 
     @classmethod

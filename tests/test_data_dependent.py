@@ -1,0 +1,216 @@
+"""Data-dependent operators (nonzero, masked_select, x[mask], unique, item) are reached and judged:
+Inductor compiles them whole, a wrong count is a shape divergence, and the mutator that inserts them
+into real models keeps the graph valid on every stage."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from core.bugs import Symptom, Verdict
+from core.ir import Variant
+from fuzzer.mutators import get_mutator
+from fuzzer.mutators.data_dependent import FORMS
+from fuzzer.validate import evaluate
+from seeds import create_seed
+from seeds.capture import capture
+from workers.backends.eager import EagerFp64
+from workers.backends.inductor import prepare_aot_eager, prepare_inductor
+from workers.compare import Settings, attribute, compare
+from workers.judge import judge_outputs
+
+MUTATOR = "inject_data_dependent"
+
+
+# ---------------------------------------------------------------- comparison
+def test_a_wrong_count_is_a_shape_divergence_and_indices_compare_exactly():
+    x = torch.tensor([[0.0, 1.5], [2.0, 0.0], [0.0, 3.0]])
+    ref = [torch.nonzero(x)]  # int64 indices, (3, 2)
+    s = Settings()
+    short = compare([ref[0][:-1]], ref, s)  # one index dropped
+    assert short.symptom == Symptom.SHAPE and short.mismatched_outputs == 1
+    assert compare([ref[0].reshape(-1)], ref, s).symptom == Symptom.SHAPE  # same values, another shape
+    assert compare([ref[0][:0]], ref, s).symptom == Symptom.SHAPE  # nothing found
+    off = ref[0].clone()
+    off[-1, -1] += 1  # one index one off: no tolerance for integers
+    assert compare([off], ref, s).symptom == Symptom.INTEGER
+    assert compare([ref[0].clone()], ref, s).passed
+
+    values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+    unique = [values, inverse, counts]
+    assert compare([values[1:], inverse, counts], unique, s).symptom == Symptom.SHAPE  # a value missing
+    assert compare([values, inverse, counts + torch.tensor([0, 0, 0, 1])], unique, s).symptom == Symptom.INTEGER
+    wrong_inverse = inverse.clone()
+    wrong_inverse[0, 0] = 1
+    assert compare([values, wrong_inverse, counts], unique, s).symptom == Symptom.INTEGER
+
+    # attributed with the oracle, and as a record's columns: a target-divergent shape, never an exception
+    oracle = [torch.nonzero(x.double())]
+    v = attribute([ref[0][:-1]], ref, oracle, s)
+    assert v.verdict == Verdict.TARGET_DIVERGENT and v.closeness.symptom == Symptom.SHAPE
+    cols = judge_outputs([ref[0][:-1]], ref, oracle, s, "tensor", ["out"])
+    assert cols["verdict"] == Verdict.TARGET_DIVERGENT and cols["symptom"] == Symptom.SHAPE
+    floats = [torch.masked_select(x, x > 0)]
+    cols = judge_outputs([floats[0][:-1]], floats, [floats[0].double()], s, "tensor", ["out"])
+    assert cols["verdict"] == Verdict.TARGET_DIVERGENT and cols["symptom"] == Symptom.SHAPE
+
+
+# ---------------------------------------------------------------- Inductor
+def _compiles_whole(prepare, v: Variant) -> list:
+    torch._dynamo.reset()
+    counters.clear()
+    run, _ = prepare(v.gm, v.inputs, "cpu", {})
+    out = list(run(*v.inputs))
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    return out
+
+
+@pytest.mark.parametrize("seed_id", ["ops/nonzero/float32/0", "ops/masked_select/float32/0", "ops/unique/float32/0"])
+def test_data_dependent_op_seeds_compile_whole_on_inductor(seed_id):
+    v = capture(create_seed(seed_id)).variant
+    out = _compiles_whole(prepare_inductor, v)
+    assert compare(out, list(v.gm(*v.inputs)), Settings()).passed
+
+
+def _base(seed_id: str):
+    return evaluate(capture(create_seed(seed_id)).variant)
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return _base("ops/nn.functional.conv2d/float32/0")  # a (1, 3, 4, 4) activation: four index columns
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_each_form_is_valid_everywhere_and_compiles_whole(conv, form):
+    """Eager, the float64 oracle, the IR's round trip, aot-eager and Inductor, with no graph break."""
+    m = get_mutator(MUTATOR)
+    site = m.sites(conv.variant)[-1]
+    outputs = {}
+    for cmp in ("gt", "ge"):
+        v = m.apply(conv.variant, {"node": site.name, "form": form, "cmp": cmp, "k": 7})
+        ev = evaluate(v, conv)
+        assert [tuple(o.shape) for o in ev.outputs] == [tuple(o.shape) for o in conv.outputs]
+        EagerFp64().prepare(v.gm, v.inputs, "cpu")(*v.inputs)
+        back = Variant.from_payload(v.to_payload())
+        assert back.graph_json == v.graph_json
+        assert all(torch.equal(a, b) for a, b in zip(back.gm(*back.inputs), ev.outputs))
+        for prepare in (prepare_aot_eager, prepare_inductor):
+            assert compare(_compiles_whole(prepare, back), ev.outputs, Settings()).passed, prepare.__name__
+        outputs[cmp] = ev.outputs
+        assert not compare(ev.outputs, conv.outputs, Settings()).passed  # the result reaches the output
+    # the threshold is the node's own element k: > and >= differ there, on every input
+    assert not compare(outputs["gt"], outputs["ge"], Settings()).passed
+
+
+def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
+    base = _base("timm/test_resnet")
+    m = get_mutator(MUTATOR)
+    rng = random.Random(0)
+    for _ in range(40):  # a site whose value reaches the output (timm zeroes each block's last BN weight)
+        params = m.propose(base.variant, rng)
+        v = m.apply(base.variant, params)
+        ev = evaluate(v, base)
+        if params["form"] in ("nonzero", "masked_select") and not compare(ev.outputs, base.outputs, Settings()).passed:
+            break
+    else:
+        pytest.fail("no effective nonzero or masked_select site in 40 draws")
+    out = _compiles_whole(prepare_inductor, Variant.from_payload(v.to_payload()))
+    assert compare(out, ev.outputs, Settings()).passed
+    assert any(op in v.ops for op in ("aten.nonzero.default", "aten.masked_select.default"))
+
+
+def test_an_inductor_reproducer_of_a_data_dependent_graph_runs_alone(tmp_path, conv):
+    """prepare_inductor is copied into repro.py with the config wrapper it calls."""
+    from fuzzer.repro import verify
+    from fuzzer.repro_code import reproducer, save_inputs
+    from workers.registry import parse_backend
+
+    m = get_mutator(MUTATOR)
+    v = m.apply(conv.variant, {"node": m.sites(conv.variant)[-1].name, "form": "nonzero", "cmp": "ge", "k": 3})
+    record = {"status": "mismatch", "verdict": "target-divergent", "symptom": "shape", "backend": "inductor@cpu",
+              "variant_id": "ops/nn.functional.conv2d/float32/0#1", "output_dtype": "float32"}
+    code = reproducer(v, parse_backend("inductor@cpu"), record, "t", {"tolerances": {}, "multiplier": 3.0,
+                                                                      "far": 1000.0})
+    assert "capture_dynamic_output_shape_ops" in code and "def with_dynamic_output_shapes" in code
+    (tmp_path / "repro.py").write_text(code)
+    save_inputs(v, tmp_path / "inputs.pt")
+    failures, out = verify(tmp_path, tries=1)
+    assert failures == 0 and "the bug is not present" in out, out
+
+
+# ---------------------------------------------------------------- campaigns
+CAMPAIGN = """
+name: data-dependent
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/nonzero/float32/0", "ops/masked_select/float32/0", "ops/unique/float32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0, widths: 0}
+probes: {per_variant: 4}
+backends:
+  targets:
+    - {class: "tests.data_dependent_backend:DataDependentFaults", device: cpu}
+    - {class: "tests.data_dependent_backend:DataDependentFaults", device: cpu, label: dd-clean, options: {faults: []}}
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+def _run(text: str, folder):
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    Driver(from_dict(load(text, "t"), "t"), folder, progress=False).run()
+    return load_run(folder)
+
+
+def _clean_twin_shows_nothing(run, shown):
+    found = run.clusters()
+    assert all(b == ["dd-faults@cpu"] for b in found["backends"]), shown  # the clean twin shows nothing
+    records = run.records(["seed_id", "backend", "status"])
+    clean = records[records["backend"] == "dd-clean@cpu"]
+    assert len(clean) and (clean["status"] == "ok").all(), shown
+    return records[records["backend"] == "dd-faults@cpu"]
+
+
+@pytest.mark.ray
+def test_a_fault_only_a_data_dependent_shape_shows_is_a_shape_cluster_and_its_clean_twin_shows_none(tmp_path,
+                                                                                                  local_ray):
+    run = _run(CAMPAIGN, tmp_path / "run")
+    found = run.clusters()
+    shown = found[["cluster", "kind", "symptom", "first_div_op", "backends", "count"]]
+    faulty = _clean_twin_shows_nothing(run, shown)
+    assert sorted(found["first_div_op"]) == ["aten.masked_select.default", "aten.nonzero.default"], shown
+    assert (found["symptom"] == Symptom.SHAPE).all() and (found["verdict"] == Verdict.TARGET_DIVERGENT).all(), shown
+    located = run.records(["backend", "first_div_op", "node_symptom"]).dropna()
+    assert set(located["backend"]) == {"dd-faults@cpu"} and (located["node_symptom"] == Symptom.SHAPE).all()
+    assert (faulty[faulty["seed_id"] == "ops/unique/float32/0"]["status"] == "ok").all()  # no fault there
+
+
+@pytest.mark.slow  # a model's variants on top of the operator seeds: 30 s once Ray is up, a minute or more alone
+@pytest.mark.ray
+def test_the_mutator_takes_the_fault_into_a_model(tmp_path, local_ray):
+    text = CAMPAIGN.replace("variants: {per_seed: 1}", "  - {source: timm, include: [test_vit]}\n"
+                            "variants: {per_seed: 4, mutations: 1, mutators: [inject_data_dependent]}")
+    run = _run(text, tmp_path / "run")
+    found = run.clusters()
+    shown = found[["cluster", "kind", "symptom", "first_div_op", "failing_op", "seed_ids", "count"]]
+    _clean_twin_shows_nothing(run, shown)
+    vit = run.records(["seed_id", "backend", "status", "message"])
+    vit = vit[(vit["seed_id"] == "timm/test_vit") & (vit["backend"] == "dd-faults@cpu") & (vit["status"] != "ok")]
+    # seed 0 draws masked_scatter twice: the short masked_select leaves it too few values for its mask
+    assert vit["message"].str.contains("number of ones in mask").any(), shown
