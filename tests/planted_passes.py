@@ -48,6 +48,7 @@ class MiscompilingInductor(Backend):
     name = "miscompiling-inductor"
     trains = True
     compile_error_modules = ("torch._dynamo", "torch._inductor")
+    any_strides = False  # Inductor: compiles again for new strides
 
     def prepare(self, gm, example_inputs, device):
         run, self.info = prepare_inductor(gm, example_inputs, device, {**PASSES, **self.options})

@@ -20,7 +20,7 @@ seeds:
   - {source: ops, include: ["ops/*/float32/0"], sample: 50}
 variants: {per_seed: 1, mutations: 0}
 sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
-probes: {per_variant: 1}  # the example inputs alone: a fault depends on the graph here
+probes: {per_variant: 1, kinds: [example]}  # the example inputs alone: a fault depends on the graph here
 backends:
   targets: [{class: "tests.faulty_backend:Faulty", device: cpu, timeout_s: 6}]
 pools: {cpu: {workers: 2, memory_gb: 1.5}}

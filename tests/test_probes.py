@@ -49,7 +49,8 @@ def test_probes_replay_from_their_recipe_in_any_process():
     v = _variant("timm/test_vit")
     r = roles(v.gm, v.inputs)
     chosen = choose(v.gm, v.inputs, ProbeSettings(per_variant=12), "timm/test_vit#3")
-    assert len(chosen) == 12 and len({p.name for p in chosen}) == 12 and chosen[0].kind == EXAMPLE
+    values = [p for p in chosen if p.kind != "layout"]  # the three layouts come beside the twelve
+    assert len(values) == 12 and len({p.name for p in chosen}) == 15 and chosen[0].kind == EXAMPLE
     assert chosen == choose(v.gm, v.inputs, ProbeSettings(per_variant=12), "timm/test_vit#3")
     for p in chosen:
         again = Probe.from_recipe(p.recipe())
@@ -99,6 +100,7 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     from fuzzer.campaign import from_dict
     from fuzzer.driver import Driver
     from core.strict_yaml import load
+    from seeds.sizes import SizedId
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
@@ -113,7 +115,7 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
             runs = load_run(tmp_path / str(seed)).records()
             blocked = runs[(runs["backend"] == "blocked-sum@cpu") & (runs["status"] == "mismatch")]
             assert len(blocked), f"seed {seed}: nothing found on blocked-sum@cpu"
-            sizes = blocked["seed_id"].map(lambda s: int(s.rpartition("@")[2]) if "@" in s else 0)
+            sizes = blocked["seed_id"].map(lambda s: SizedId.parse(s).size or SizedId.parse(s).width or 0)
             assert (sizes > 1024).all(), f"seed {seed}: blocked-sum showed at {sorted(set(sizes))}"
             assert (clusters["backends"].map(lambda b: b == ["blocked-sum@cpu"])).sum() >= 1
             assert all(len(b) == 1 for b in clusters["backends"])  # no cluster mixes two of the faults
@@ -123,14 +125,14 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
 
 def test_layout_probes_keep_the_values_and_change_the_strides():
     every = ProbeSettings(per_variant=40, kinds=("*",))
-    assert not any(p.kind == "layout" for p in choose(*_gm_inputs("timm/test_resnet"), every,
-                                                      "v#0"))  # it views its features: eager refuses other layouts
+    resnet = choose(*_gm_inputs("timm/test_resnet"), ProbeSettings(), "v#0")  # a view further in: layouts too
+    assert [p.name for p in resnet if p.kind == "layout"][:1] == ["layout:channels-last"]
     v = _variant("ops/nn.functional.avg_pool2d/float32/0")
-    assert not any(p.kind == "layout" for p in choose(v.gm, v.inputs, ProbeSettings(per_variant=40), "v#0"))
-    chosen = choose(v.gm, v.inputs, every, "v#0")
+    chosen = choose(v.gm, v.inputs, ProbeSettings(), "v#0")  # by default, beside the eight value probes
     layouts = [p for p in chosen if p.kind == "layout"]
     assert [p.name for p in layouts] == ["layout:channels-last", "layout:transposed", "layout:strided"]
-    assert chosen.index(layouts[0]) >= 8  # last, and only when asked for: Inductor compiles again for each
+    assert chosen[-3:] == layouts and len(chosen) == 8 + 3
+    assert choose(v.gm, v.inputs, every, "v#0")[-3:] == layouts  # named: the same probes, the same recipes
     for p in layouts:
         fed = make_inputs(v.inputs, roles(v.gm, v.inputs), p)[0]
         assert torch.equal(fed, v.inputs[0]) and not fed.is_contiguous(), p.name
@@ -151,3 +153,147 @@ def test_a_probe_the_reference_refuses_blames_no_target_for_failing_it():
     assert error.status == Status.SKIPPED and "reference fails on this probe too" in error.message
     assert crash.status == Status.CRASH  # a process that dies is a finding whatever the input
     assert ran.status == Status.OK and ran.figures["verdict"] == Verdict.NO_REFERENCE
+
+
+def test_a_stack_that_compiles_again_for_new_strides_gets_at_most_one_layout():
+    """Eager, ONNX Runtime, OpenVINO and plug-ins take any strides: every layout. Inductor and aot-eager
+    compile again for each: one, on a convolution (channels-last) or a matmul (transposed) only.
+    AOTInductor reads another layout wrong: none. A campaign that names layouts gives every stack all."""
+    from workers.backend import Backend, adapt
+    from workers.registry import backend_class
+
+    assert [backend_class(s).any_strides for s in ("eager", "eager-fp64", "onnxruntime", "openvino", "tensorrt")] \
+        == [True] * 5
+    assert backend_class("inductor").any_strides is False and backend_class("aot-eager").any_strides is False
+    assert backend_class("aot-inductor").any_strides is None
+
+    class Plain:  # a plug-in that says nothing of strides, and one that recompiles
+        name = "plain"
+
+        def prepare(self, gm, inputs, device):
+            return gm
+
+    class Recompiles(Plain):
+        any_strides = False
+
+    assert adapt(Plain).any_strides is True and adapt(Recompiles).any_strides is False
+    assert Backend.any_strides is True
+    named = ProbeSettings(kinds=("*",))
+    for seed_id, one in [("ops/nn.functional.conv2d/float32/0", ["layout:channels-last"]),
+                         ("ops/mm/float32/0", ["layout:transposed"]),
+                         ("ops/nn.functional.avg_pool2d/float32/0", []), ("ops/exp/float32/0", [])]:
+        v = _variant(seed_id)
+        every = choose(v.gm, v.inputs, ProbeSettings(), "v#0")
+        fewer = choose(v.gm, v.inputs, ProbeSettings(), "v#0", any_strides=False)
+        assert [p.name for p in every if p.kind == "layout"] == ["layout:channels-last", "layout:transposed",
+                                                                 "layout:strided"], seed_id
+        assert [p.name for p in fewer if p.kind == "layout"] == one, seed_id
+        assert set(fewer) <= set(every) and [p for p in every if p.kind != "layout"] == \
+            [p for p in fewer if p.kind != "layout"]  # the value probes are the same: outcomes line up by name
+        assert not any(p.kind == "layout" for p in choose(v.gm, v.inputs, ProbeSettings(), "v#0", any_strides=None))
+        for strides in (True, False, None):
+            assert [p.kind for p in choose(v.gm, v.inputs, named, "v#0", strides)].count("layout") == 3
+
+
+def test_relation_probes_relate_inputs_of_one_shape_and_dtype():
+    """Equal everywhere, at a seeded half of the positions, one ulp (or one) apart on either side, or
+    swapped; beside the value probes, replayable, and only where two inputs used as numbers share a
+    shape and dtype (a mask, an index or another shape is left alone)."""
+    clamp = _variant("ops/clamp/float32/0")  # x, min, max: three inputs of one shape
+    r = roles(clamp.gm, clamp.inputs)
+    chosen = choose(clamp.gm, clamp.inputs, ProbeSettings(), "v#0")
+    relations = [p for p in chosen if p.kind == "relation"]
+    assert [p.name for p in relations] == ["relation:equal", "relation:some-equal", "relation:ulp",
+                                           "relation:ulp-flipped", "relation:swapped"]
+    assert len([p for p in chosen if p.kind not in ("relation", "layout")]) == 8  # they displace no value probe
+    x, lo, hi = clamp.inputs
+    fed = {p.params[0][1]: make_inputs(clamp.inputs, r, p) for p in relations}
+    assert all(torch.equal(t, x) for t in fed["equal"])
+    _, half, _ = fed["some-equal"]
+    assert torch.equal(fed["some-equal"][0], x) and 0.3 < float((half == x).float().mean()) < 0.7
+    near = fed["ulp"][1]
+    assert torch.equal(near, torch.nextafter(x, lo)) and not torch.equal(near, x)
+    assert torch.equal((near > x), (lo > x)) and torch.equal((near < x), (lo < x))  # the example's order, barely
+    flipped = fed["ulp-flipped"][1]
+    assert torch.equal(flipped > x, lo <= x) and torch.equal(flipped, torch.nextafter(x, 2 * x - lo))  # other side
+    assert [torch.equal(a, b) for a, b in zip(fed["swapped"], (hi, lo, x))] == [True] * 3
+    for p in relations:
+        again = make_inputs(clamp.inputs, r, Probe.from_recipe(p.recipe()))
+        assert all(torch.equal(a, b) for a, b in zip(make_inputs(clamp.inputs, r, p), again)), p.name
+    assert all(torch.equal(a, b) for a, b in zip(clamp.inputs, (x, lo, hi)))  # the example is left alone
+
+    ints = _variant("ops/add/int32/0")
+    side = torch.sign(ints.inputs[1] - ints.inputs[0])
+    a, b = make_inputs(ints.inputs, roles(ints.gm, ints.inputs), Probe.of("relation", {"relation": "ulp"}))
+    assert int((b.long() - a.long()).abs().max()) <= 1 and torch.equal(torch.sign(b - a), side)
+    _, b = make_inputs(ints.inputs, roles(ints.gm, ints.inputs), Probe.of("relation", {"relation": "ulp-flipped"}))
+    assert int((b.long() - a.long()).abs().max()) == 1 and not (torch.sign(b - a) == side).any()
+    where = _variant("ops/where/float32/0")  # value, mask, value: the two values related, the mask kept
+    a, mask, b = make_inputs(where.inputs, roles(where.gm, where.inputs), Probe.of("relation", {"relation": "equal"}))
+    assert torch.equal(a, b) and torch.equal(mask, where.inputs[1])
+    for seed_id in ("ops/gt/float32/1", "ops/nn.functional.embedding/float32/0", "timm/test_resnet"):
+        v = _variant(seed_id)  # (5,) against (), a value and an index, one input
+        assert not any(p.kind == "relation" for p in choose(v.gm, v.inputs, ProbeSettings(), "v#0")), seed_id
+    assert not any(p.kind == "relation" for p in choose(clamp.gm, clamp.inputs, ProbeSettings(kinds=("special",)),
+                                                        "v#0"))
+
+
+REACH = """
+name: reach
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/mm/float32/0", "ops/exp/float32/0", "ops/floor_divide/float32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets:
+    - {class: "tests.probe_backends:IgnoresStridesAny", device: cpu}
+    - {class: "tests.probe_backends:ShortCopyCompiled", device: cpu}
+    - {class: "tests.probe_backends:NearTiesDivide", device: cpu}
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near_ties(tmp_path):
+    """With the default probes: stacks that mishandle non-contiguous inputs are found by the layout
+    probes (all three where the stack takes any strides; the one a recompiling stack gets, on the
+    matmul only); a stack whose ``floor_divide`` ties near ties (a bfloat16 quotient) is found by a relation
+    probe one ulp apart alone, while every value probe of the same campaign passes on it."""
+    import ray
+
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(from_dict(load(REACH, "reach"), "reach"), tmp_path / "reach", progress=False).run()
+    finally:
+        ray.shutdown()
+    run = load_run(tmp_path / "reach")
+    runs = run.records()
+    op = runs["seed_id"].str.split("/").str[1]
+
+    def probes(backend, seed_op, status=None):
+        mine = runs[(runs["backend"] == backend) & (op == seed_op)]
+        return sorted(mine[mine["status"] == status]["probe"] if status else mine["probe"])
+
+    layouts = ["layout:channels-last", "layout:strided", "layout:transposed"]
+    for backend in ("eager@cpu", "eager-fp64@cpu", "strides-any@cpu"):
+        assert [p for p in probes(backend, "mm") if p.startswith("layout")] == layouts, backend
+    assert [p for p in probes("strides-compiled@cpu", "mm") if p.startswith("layout")] == ["layout:transposed"]
+    assert not any(p.startswith("layout") for p in probes("strides-compiled@cpu", "exp"))
+    assert probes("strides-any@cpu", "mm", "mismatch") and probes("strides-any@cpu", "exp", "mismatch")
+    for backend in ("strides-any@cpu", "strides-compiled@cpu"):
+        assert all(p.startswith("layout:") for p in probes(backend, "mm", "mismatch") + probes(backend, "exp",
+                                                                                                 "mismatch"))
+    assert probes("strides-compiled@cpu", "mm", "mismatch") == ["layout:transposed"]
+    assert probes("near-ties@cpu", "floor_divide", "mismatch") in (["relation:ulp"], ["relation:ulp-flipped"])
+    assert len(probes("near-ties@cpu", "floor_divide", "ok")) == 8 + 4  # the example, seven value probes, 4 relations
+    assert sum(p.startswith("relation:") for p in probes("eager@cpu", "floor_divide")) == 5
+    found = run.clusters(vendor=True)
+    for backend in ("strides-any@cpu", "strides-compiled@cpu", "near-ties@cpu"):
+        assert found["backends"].map(lambda b, x=backend: x in b).any(), (backend, found[["cluster", "backends"]])

@@ -67,6 +67,8 @@ class Backend:
     prepare_stage = Stage.COMPILE  # the stage of a prepare() failure outside any ``stage(...)`` block
     trains = False  # its prepared callable is differentiable by torch autograd: training runs (workers.training)
     capture_nodes = False  # runs op by op: tier 2 reads every node's value in one run
+    # takes inputs of any strides without compiling again (False: compiles again for each; None: the example's only)
+    any_strides: bool | None = True
     # True only for stacks that never write the graph, weights or inputs they are given (eager): they
     # share one deserialised variant; every other stack gets its own copy.
     leaves_variant_intact = False
@@ -145,6 +147,7 @@ def adapt(cls: type) -> type[Backend]:
         input_device = getattr(cls, "input_device", None)
         prepare_stage = Stage(getattr(cls, "prepare_stage", Stage.COMPILE))
         capture_nodes = bool(getattr(cls, "capture_nodes", False))
+        any_strides = None if getattr(cls, "any_strides", True) is None else bool(getattr(cls, "any_strides", True))
         trains = bool(getattr(cls, "trains", False))
         leaves_variant_intact = bool(getattr(cls, "leaves_variant_intact", False))
         compile_error_modules = tuple(getattr(cls, "compile_error_modules", ()))

@@ -124,7 +124,8 @@ class Executor:
         """Deserialise a variant and checksum what arrived. ``payload`` None: a variant this process
         built (see ``call``'s ``keep_payloads``), which then never crosses a process boundary; the reply
         carries its seed outputs, which the caller would otherwise read from the payload, and the
-        variant's probes (``workers.probes.choose``)."""
+        variant's probes (``workers.probes.choose``): all of them, and per ``Backend.any_strides`` those
+        of a stack that takes it."""
         from core.ir import Variant
 
         local = payload is None
@@ -140,9 +141,10 @@ class Executor:
         v = Variant.from_payload(payload, copy=False)  # ours alone; only intact stacks will read it
         self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
         self._pristine = (variant_id, v)
-        chosen = choose(v.gm, v.inputs, probes, variant_id) if probes else [Probe()]
+        chosen = {strides: choose(v.gm, v.inputs, probes, variant_id, strides) if probes else [Probe()]
+                  for strides in (True, False, None)}  # Backend.any_strides -> that stack's probes
         return {"checksums": self.checksums, "seed_outputs": payload.get("seed_outputs") if local else None,
-                "probes": chosen}
+                "probes": chosen[True], "stack_probes": chosen}
 
     def _variant_for(self, variant_id: str, backend):
         """The loaded variant for one backend. Backends that never write what they are given

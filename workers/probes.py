@@ -6,10 +6,11 @@ inputs into the probe's, deterministically, in any process. Each kind applies on
 sense: an input a graph uses as an index keeps its valid indices (an index probe reorders them), a
 mask stays a mask, integer extremes go only to integers used as numbers. ``choose`` picks a variant's probes: the example
 first, then the kinds round-robin (a special value, a magnitude, an integer or bool corner, ...),
-so that a few probes already cover every family that applies. Layout probes (the same values laid
-out channels-last, transposed or as a strided view) are asked for by name (``kinds: ["*"]`` or
-``[..., layout]``) and come last: a compiler that specialises on strides (Inductor) compiles again
-for each, which costs more than all the other probes of a small graph together.
+so that a few probes already cover every family that applies. Beside them, not counted in
+``per_variant``: relation probes (number inputs of one shape made equal, half equal, one ulp apart on
+either side, or swapped: the ties of ``>`` against ``>=``), then layout probes (the same values channels-last,
+transposed, strided), all three for a stack that takes any strides (``Backend.any_strides``), one on
+a convolution or matmul for one that compiles again for each (Inductor), unless ``kinds`` names ``layout``.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from core.seeding import stable_int
 
 aten = torch.ops.aten
 EXAMPLE = EXAMPLE_PROBE
-KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "layout")
-DEFAULT_KINDS = KINDS[:-1]  # layouts are asked for by name: Inductor compiles again for each one
+KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "relation", "layout")
+DEFAULT_KINDS = KINDS  # layouts as each stack takes them; a list of the campaign's own naming layout: all, everywhere
 
 # int inputs used only by these stay numbers (and get integer extremes); any other use makes them indices
 _ARITHMETIC = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.div.Tensor_mode,
@@ -47,6 +48,18 @@ INTEGER_CORNERS = ("max", "min", "zero", "minus-one", "overflow-sum", "random") 
 MASKS = (True, False, "random", "single", "alternating")  # all, none, half at random, one, every other
 ORDERS = ("reversed", "shuffled")  # an index tensor's own values in another order: still valid indices
 LAYOUTS = ("channels-last", "transposed", "strided")
+# the later inputs of a related group: equal to the first, at a seeded half of the positions, one ulp from it on
+# the side the example has them (its order at the least margin) or on the other side (its order flipped), swapped
+RELATIONS = ("equal", "some-equal", "ulp", "ulp-flipped", "swapped")
+# the dtypes a relation probe relates (the operations it needs exist for them on every device)
+_RELATABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16,
+              torch.int32, torch.int64)
+# operators a layout changes the code of (a stack that compiles again for new strides gets one layout on them)
+_CONTRACTIONS = {"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                 "conv_transpose3d", "mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "addbmm", "addmv", "mv",
+                 "dot", "vdot", "einsum", "tensordot", "scaled_dot_product_attention",
+                 "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                 "_scaled_dot_product_efficient_attention"}
 
 # the order probes are chosen in: each round takes the next of every family that applies
 _ROUNDS = [
@@ -63,7 +76,6 @@ _ROUNDS = [
     [("special", {"value": "nan", "pattern": "channel"}), ("random", {"magnitude": "unit"}),
      ("integer", {"corner": "random"})],
     [("special", {"value": "nan", "pattern": "window"}), ("special", {"value": "inf", "pattern": "row"})],
-    [("layout", {"layout": layout}) for layout in LAYOUTS],
 ]
 _NEEDS = {"special": "value", "random": "value", "ties": "value", "integer": "integer", "bool": "mask",
           "index": "index", "layout": "any"}
@@ -85,7 +97,7 @@ class Probe:
     def name(self) -> str:
         """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
         params = dict(self.params)
-        shown = ("value", "magnitude", "corner", "pattern", "order", "layout")
+        shown = ("value", "magnitude", "corner", "pattern", "order", "relation", "layout")
         return ":".join([self.kind, *(str(params[k]) for k in shown if k in params)])
 
     def recipe(self) -> str:
@@ -102,9 +114,15 @@ class Probe:
 class ProbeSettings:
     """How many probes per variant, of which kinds (globs over KINDS), and the campaign's seed."""
 
-    per_variant: int = 8
+    per_variant: int = 8  # the example and the value kinds; relations and layouts come beside them
     kinds: tuple = DEFAULT_KINDS
     campaign_seed: int = 0
+
+    @property
+    def every_layout(self) -> bool:
+        """Layouts named by the campaign (a kinds list of its own matching ``layout``, or ``"*"``): every
+        stack gets all of them, whatever each costs it."""
+        return set(self.kinds) != set(DEFAULT_KINDS) and any(fnmatch.fnmatchcase("layout", p) for p in self.kinds)
 
 
 @dataclass
@@ -137,18 +155,58 @@ def roles(gm: fx.GraphModule, inputs: tuple) -> list[str]:
     return out
 
 
-def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_id: str) -> list[Probe]:
-    """The variant's probes, the example first; the same list in every process."""
-    have = set(roles(gm, inputs))
+def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_id: str,
+           any_strides: bool | None = True) -> list[Probe]:
+    """The variant's probes for a stack (``Backend.any_strides``), the example first; the same list in
+    every process. ``per_variant`` counts the example and the value kinds; every relation that applies
+    comes after them, then the layouts: all three where the stack takes any strides (the reference,
+    the oracle) or the campaign names layouts, else at most one (``one_layout``) for a stack that
+    compiles again for new strides, none for one that takes only the example's."""
+    input_roles = roles(gm, inputs)
+    have = set(input_roles)
     allowed = [k for k in KINDS if any(fnmatch.fnmatchcase(k, p) for p in settings.kinds)]
     seed = stable_int(f"{settings.campaign_seed}/{variant_id}/probes")
+    values = [p for round_ in _ROUNDS for p in round_]
     chosen = [Probe()]
-    for k, (kind, params) in enumerate(p for round_ in _ROUNDS for p in round_):
+    for k, (kind, params) in enumerate(values):
         if len(chosen) >= settings.per_variant:
             break
-        if kind in allowed and (_NEEDS[kind] in have or _NEEDS[kind] == "any" and _layable(gm, inputs)):
+        if kind in allowed and _NEEDS[kind] in have:
             chosen.append(Probe.of(kind, params, (seed + k) % (1 << 31)))
+    if "relation" in allowed and related_group(inputs, input_roles):
+        base = seed + len(values) + len(LAYOUTS)
+        chosen += [Probe.of("relation", {"relation": r}, (base + i) % (1 << 31)) for i, r in enumerate(RELATIONS)]
+    if "layout" in allowed and _layable(gm, inputs):
+        if any_strides is True or settings.every_layout:
+            layouts = LAYOUTS
+        else:
+            layouts = (one_layout(inputs),) if any_strides is False and _contracts(gm) else ()
+        chosen += [Probe.of("layout", {"layout": layout}, (seed + len(values) + LAYOUTS.index(layout)) % (1 << 31))
+                   for layout in layouts]  # the seeds layout probes always had: their recipes replay as before
     return chosen if EXAMPLE in allowed else chosen[1:]
+
+
+def one_layout(inputs: tuple) -> str:
+    """The layout a stack that compiles again for new strides gets: channels-last where an input is 4-D
+    (a convolution's), else transposed (a matmul's), else a strided view."""
+    dims = {t.dim() for t in inputs if isinstance(t, torch.Tensor) and t.numel() > 1}
+    return "channels-last" if 4 in dims else "transposed" if any(d >= 2 for d in dims) else "strided"
+
+
+def _contracts(gm: fx.GraphModule) -> bool:
+    """Whether the graph holds a convolution or a matmul, whose kernels a layout changes."""
+    names = (str(n.target).split(".") for n in gm.graph.nodes if n.op == "call_function")
+    return any(len(parts) >= 2 and parts[0] == "aten" and parts[1] in _CONTRACTIONS for parts in names)
+
+
+def related_group(inputs: tuple, input_roles: list[str]) -> list[int]:
+    """The positions of the first two or more inputs used as numbers (floating or integer; not an index,
+    not a mask) of one shape and dtype: the ones a relation probe relates, the later to the first."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (t, role) in enumerate(zip(inputs, input_roles)):
+        if role in ("value", "integer") and isinstance(t, torch.Tensor) and t.dtype in _RELATABLE and t.numel():
+            groups.setdefault((tuple(t.shape), t.dtype), []).append(i)
+    return next((g for g in groups.values() if len(g) >= 2), [])
 
 
 def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
@@ -157,6 +215,8 @@ def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
         return tuple(inputs)
     params = dict(probe.params)
     g = torch.Generator().manual_seed(probe.seed)
+    if probe.kind == "relation":
+        return _related(tuple(inputs), input_roles, params["relation"], g)
     return tuple(_probe_one(t, role, probe.kind, params, g) if isinstance(t, torch.Tensor) else t
                  for t, role in zip(inputs, input_roles))
 
@@ -169,9 +229,12 @@ def probed(variant, probe: Probe):
 
 
 def _layable(gm: fx.GraphModule, inputs: tuple) -> bool:
-    """Layouts apply to a graph with a tensor to lay out and no ``view`` (which eager refuses on a
-    layout it cannot view without a copy, so the probe would test nothing)."""
-    if any(n.op == "call_function" and n.target is aten.view.default for n in gm.graph.nodes):
+    """Layouts apply to a graph with a tensor to lay out that no ``view`` reads directly (eager refuses
+    to view an input it cannot view without a copy, so the probe would test nothing). A view further
+    in mostly reads a kernel's dense output; where it does not, the reference refuses the probe and
+    its runs are skipped, never blamed."""
+    if any(n.op == "call_function" and n.target is aten.view.default and n.args and
+           getattr(n.args[0], "op", None) == "placeholder" for n in gm.graph.nodes):
         return False
     return any(isinstance(t, torch.Tensor) and t.dim() >= 1 and t.numel() > 1 for t in inputs)
 
@@ -200,6 +263,43 @@ def _probe_one(t: torch.Tensor, role: str, kind: str, params: dict, g: torch.Gen
     else:
         out = _special(cpu, params["value"], params["pattern"], g)
     return out.to(t.device)
+
+
+def _related(inputs: tuple, input_roles: list[str], relation: str, g: torch.Generator) -> tuple:
+    """The inputs with the later ones of ``related_group`` related to the first: equal to it, equal at a
+    seeded half of the positions, one ulp (or one) from it on the side of their own value (the example's
+    order at its least margin) or on the other side, or the group's values in reverse order (two inputs
+    swapped). Each keeps its own layout and device."""
+    group = related_group(inputs, input_roles)
+    out = list(inputs)
+    host = {i: inputs[i].detach().cpu() for i in group}
+    for i, j in zip(group, reversed(group)):
+        if relation == "swapped":
+            new = host[j]
+        elif i == group[0]:
+            continue
+        elif relation == "equal":
+            new = host[group[0]]
+        elif relation == "some-equal":
+            new = torch.where(torch.rand(host[i].shape, generator=g) < 0.5, host[group[0]], host[i])
+        else:
+            new = _one_step(host[group[0]], host[i], flip=relation == "ulp-flipped")
+        out[i] = torch.empty_like(inputs[i]).copy_(new.to(inputs[i].device))
+    return tuple(out)
+
+
+def _one_step(t: torch.Tensor, towards: torch.Tensor, flip: bool = False) -> torch.Tensor:
+    """``t`` one step towards ``towards`` at each position (``t`` where they are equal): the next float that
+    way, or one more or less, so the pair keeps the order ``t`` and ``towards`` have, by the least margin;
+    with ``flip``, one step the other way (up where they are equal): the order reversed."""
+    up, down = towards > t, towards < t
+    if flip:
+        up, down = ~up, up
+    if t.is_floating_point():
+        inf = torch.full_like(t, math.inf)
+        return torch.nextafter(t, torch.where(up, inf, torch.where(down, -inf, t)))
+    info = torch.iinfo(t.dtype)
+    return torch.where(up & (t != info.max), t + 1, torch.where(down & (t != info.min), t - 1, t))
 
 
 def _mask(t: torch.Tensor, value, g: torch.Generator) -> torch.Tensor:

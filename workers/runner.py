@@ -74,6 +74,7 @@ class VariantJob:
         self.seed_outputs = payload.get("seed_outputs") if payload else None
         self.loaded = False
         self.probes: list[Probe] = [Probe()]  # the variant's, the example first (from the executor's load)
+        self.stack_probes: dict = {}  # Backend.any_strides -> the probes of a stack that takes it (fewer layouts)
         self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
         self.emulated: dict[str, dict] = {}  # probe -> each explanation hypothesis's emulation, measured
 
@@ -94,7 +95,15 @@ class VariantJob:
         if self.payload is None:
             self.seed_outputs = reply["seed_outputs"]
         self.probes = reply["probes"]
+        self.stack_probes = reply.get("stack_probes", {})
         self.loaded = True
+
+    def probes_for(self, spec: BackendSpec) -> list[Probe]:
+        """The probes ``spec`` runs: every one for the reference and the oracle, else those its stack
+        takes without compiling again for each layout (``Backend.any_strides``, ``workers.probes.choose``)."""
+        if spec.name in (self.s.reference, self.s.oracle):
+            return self.probes
+        return self.stack_probes.get(spec.backend_cls().any_strides, self.probes)
 
     def _run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
         self._load()
@@ -164,7 +173,7 @@ class VariantJob:
         t0 = time.perf_counter()
         try:
             self._load()
-            others = [p for p in self.probes if p.kind != EXAMPLE]
+            others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
             reply = self._run_once(spec, others)
         except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
             reply = RunOutcome(spec.name, spec.stack, spec.device, status=Status.ERROR, stage=Stage.RUN,

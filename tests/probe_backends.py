@@ -1,0 +1,70 @@
+"""Test-only stacks whose flaws only the layout and relation probes show, loaded by module:Class.
+
+- ``IgnoresStridesAny``: reads every non-contiguous input as if it were dense row-major (a kernel
+  that takes the data pointer and assumes contiguity); it takes any strides, so it gets every layout.
+- ``ShortCopyCompiled``: a stack that compiles again for new strides, as Inductor does
+  (``any_strides = False``: at most one layout probe, on a convolution or matmul), whose copy of a
+  non-contiguous input into dense order is one element short (its last element reads 0). Its
+  answers differ from ``IgnoresStridesAny``'s, so the two are not taken for a consensus against eager.
+- ``NearTiesDivide``: ``floor_divide`` rounds the quotient to bfloat16 before its floor, so operands
+  one ulp apart divide to exactly 1 (a near tie is a tie): right on exact ties (the ties probe) and on
+  operands far apart, off by one where ``a / b`` is just below an integer. (A comparison that ties near
+  ties flips a bool, which the judge does not call a divergence: one flipped bool or an integer off by
+  one is within ``workers.compare.attribute``'s margin, so the seed here is one with a float answer.)
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from workers.registry import Backend
+
+from .repro_backends import read_as_dense
+
+aten = torch.ops.aten
+
+
+class IgnoresStridesAny(Backend):
+    name = "strides-any"
+
+    def prepare(self, gm, example_inputs, device):
+        def run(*inputs):
+            return gm(*(read_as_dense(t) for t in inputs))
+        return run
+
+
+def _short_copy(t):
+    if not isinstance(t, torch.Tensor) or t.is_contiguous() or not t.numel():
+        return t
+    dense = t.contiguous()
+    dense.view(-1)[-1] = 0
+    return dense
+
+
+class ShortCopyCompiled(Backend):
+    name = "strides-compiled"
+    any_strides = False
+
+    def prepare(self, gm, example_inputs, device):
+        def run(*inputs):
+            return gm(*(_short_copy(t) for t in inputs))
+        return run
+
+
+def _floor_divide_bf16(a, b):
+    if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+        return aten.floor_divide.default(a, b)
+    return torch.floor(aten.div.Tensor(a, b).to(torch.bfloat16)).to(a.dtype)
+
+
+class NearTiesDivide(Backend):
+    name = "near-ties"
+
+    def prepare(self, gm, example_inputs, device):
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in graph.nodes:
+            if n.op == "call_function" and n.target is aten.floor_divide.default:
+                n.target = _floor_divide_bf16
+        graph.lint()
+        return fx.GraphModule(gm, graph)
