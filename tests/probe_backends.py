@@ -8,9 +8,10 @@
   answers differ from ``IgnoresStridesAny``'s, so the two are not taken for a consensus against eager.
 - ``NearTiesDivide``: ``floor_divide`` rounds the quotient to bfloat16 before its floor, so operands
   one ulp apart divide to exactly 1 (a near tie is a tie): right on exact ties (the ties probe) and on
-  operands far apart, off by one where ``a / b`` is just below an integer. (A comparison that ties near
-  ties flips a bool, which the judge does not call a divergence: one flipped bool or an integer off by
-  one is within ``workers.compare.attribute``'s margin, so the seed here is one with a float answer.)
+  operands far apart, off by one where ``a / b`` is just below an integer.
+- ``GreaterAsAtLeast``: ``a > b`` computed as ``a >= b``: wrong only where two inputs are equal,
+  which independently drawn inputs never are (one flipped bool is a divergence: integers and bools
+  are exact).
 """
 from __future__ import annotations
 
@@ -66,5 +67,18 @@ class NearTiesDivide(Backend):
         for n in graph.nodes:
             if n.op == "call_function" and n.target is aten.floor_divide.default:
                 n.target = _floor_divide_bf16
+        graph.lint()
+        return fx.GraphModule(gm, graph)
+
+
+class GreaterAsAtLeast(Backend):
+    name = "gt-as-ge"
+
+    def prepare(self, gm, example_inputs, device):
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in graph.nodes:
+            if n.op == "call_function" and n.target is aten.gt.Tensor:
+                n.target = aten.ge.Tensor
         graph.lint()
         return fx.GraphModule(gm, graph)

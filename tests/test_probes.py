@@ -242,7 +242,7 @@ REACH = """
 name: reach
 seed: 0
 seeds:
-  - {source: ops, include: ["ops/mm/float32/0", "ops/exp/float32/0", "ops/floor_divide/float32/0"]}
+  - {source: ops, include: ["ops/mm/float32/0", "ops/exp/float32/0", "ops/floor_divide/float32/0", "ops/gt/float32/0"]}
 variants: {per_seed: 1}
 sizes: {per_seed: 0, widths: 0}
 backends:
@@ -250,6 +250,7 @@ backends:
     - {class: "tests.probe_backends:IgnoresStridesAny", device: cpu}
     - {class: "tests.probe_backends:ShortCopyCompiled", device: cpu}
     - {class: "tests.probe_backends:NearTiesDivide", device: cpu}
+    - {class: "tests.probe_backends:GreaterAsAtLeast", device: cpu}
 pools: {cpu: {workers: 2}}
 run: {repeats: 1}
 """
@@ -294,6 +295,8 @@ def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near
     assert probes("near-ties@cpu", "floor_divide", "mismatch") in (["relation:ulp"], ["relation:ulp-flipped"])
     assert len(probes("near-ties@cpu", "floor_divide", "ok")) == 8 + 4  # the example, seven value probes, 4 relations
     assert sum(p.startswith("relation:") for p in probes("eager@cpu", "floor_divide")) == 5
+    flipped = probes("gt-as-ge@cpu", "gt", "mismatch")  # equal inputs: the relation probes (and ties)
+    assert "relation:equal" in flipped and EXAMPLE not in flipped and not probes("gt-as-ge@cpu", "mm", "mismatch")
     found = run.clusters(vendor=True)
-    for backend in ("strides-any@cpu", "strides-compiled@cpu", "near-ties@cpu"):
+    for backend in ("strides-any@cpu", "strides-compiled@cpu", "near-ties@cpu", "gt-as-ge@cpu"):
         assert found["backends"].map(lambda b, x=backend: x in b).any(), (backend, found[["cluster", "backends"]])

@@ -192,3 +192,16 @@ def test_identical_logits_agree_even_when_they_hold_nan():
     ref[1, ::2] = torch.arange(50.0)
     got = task_agreement("class_logits", [ref.clone()], [ref], ["logits"])
     assert got["task_agree"] == 1.0 and got["top5_agree"] == 1.0
+
+
+def test_one_flipped_bool_or_an_index_one_off_is_the_target_s_divergence():
+    """Integers and bools are exact: ``a > b`` computed as ``a >= b`` at one tie flips one element,
+    and that alone (the oracle siding with the reference) is a finding, not within tolerance."""
+    from core.bugs import Verdict
+    from workers.compare import Settings, attribute
+
+    ref, flipped = torch.tensor([True, False, True]), torch.tensor([True, True, True])
+    assert attribute([flipped], [ref], [ref], Settings()).verdict == Verdict.TARGET_DIVERGENT
+    idx = torch.tensor([1, 2, 3])
+    assert attribute([idx + torch.tensor([0, 0, 1])], [idx], [idx], Settings()).verdict == Verdict.TARGET_DIVERGENT
+    assert attribute([idx], [idx + 1], [idx], Settings()).verdict == Verdict.REFERENCE_DIVERGENT

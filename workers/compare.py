@@ -158,8 +158,10 @@ def _oracle_error(x: list, oracle: list, s: Settings) -> tuple[float, str | None
     c = compare(x, cast, s)
     if c.symptom in (Symptom.STRUCTURE, Symptom.SHAPE, Symptom.VALUE):
         return math.inf, c.symptom
-    return c.tol_ratio + (math.inf if c.nonfinite_mismatch else 0.0) + (
-        c.max_abs_err if c.symptom == Symptom.INTEGER else 0.0), c.symptom
+    # integers and bools are exact: one wrong element (a flipped comparison, an index one off) is past
+    # the verdict's one-tolerance margin, so a target that alone is off is target-divergent
+    exact = c.max_abs_err + 1.0 if c.symptom == Symptom.INTEGER and c.max_abs_err else 0.0
+    return c.tol_ratio + (math.inf if c.nonfinite_mismatch else 0.0) + exact, c.symptom
 
 
 def attribute(target: list, reference: list, oracle: list | None, s: Settings) -> Attribution:
