@@ -58,27 +58,26 @@ def _floor_divide_bf16(a, b):
     return torch.floor(aten.div.Tensor(a, b).to(torch.bfloat16)).to(a.dtype)
 
 
+def _retargeted(gm: fx.GraphModule, op, replacement) -> fx.GraphModule:
+    """A copy of ``gm`` whose calls of ``op`` call ``replacement``."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is op:
+            n.target = replacement
+    graph.lint()
+    return fx.GraphModule(gm, graph)
+
+
 class NearTiesDivide(Backend):
     name = "near-ties"
 
     def prepare(self, gm, example_inputs, device):
-        graph = fx.Graph()
-        graph.output(graph.graph_copy(gm.graph, {}))
-        for n in graph.nodes:
-            if n.op == "call_function" and n.target is aten.floor_divide.default:
-                n.target = _floor_divide_bf16
-        graph.lint()
-        return fx.GraphModule(gm, graph)
+        return _retargeted(gm, aten.floor_divide.default, _floor_divide_bf16)
 
 
 class GreaterAsAtLeast(Backend):
     name = "gt-as-ge"
 
     def prepare(self, gm, example_inputs, device):
-        graph = fx.Graph()
-        graph.output(graph.graph_copy(gm.graph, {}))
-        for n in graph.nodes:
-            if n.op == "call_function" and n.target is aten.gt.Tensor:
-                n.target = aten.ge.Tensor
-        graph.lint()
-        return fx.GraphModule(gm, graph)
+        return _retargeted(gm, aten.gt.Tensor, aten.ge.Tensor)
