@@ -93,6 +93,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     sc.add_argument("--memory-gb", type=positive_float, help="memory limit per worker")
     sc.add_argument("--address", help="Ray cluster to join")
     sc.add_argument("--quiet", action="store_true", help="no progress line")
+    sc.add_argument("--resume", action="store_true",
+                    help="continue a scan (what it always does: seeds already in the catalog are skipped)")
     sc.set_defaults(fn=commands["seeds scan"])
 
     x = sub.add_parser("repro", help="minimise a cluster's representative; write repro.py and report.md")
