@@ -61,14 +61,14 @@ def cmd_run(args) -> int:
         check_run_dir(run_dir, campaign, args.resume)
         check_cache(campaign)
         check_address(address)
-        if address:
-            driver.connect()  # a cluster that does not answer is said before anything is written
-        else:
+        if not address:
             driver.check_available()
+        driver.connect()  # a cluster that does not answer, or Ray that does not start, is said before anything is written
         run_dir.mkdir()
         run_dir.write_bytes(campaign.to_yaml().encode(), "campaign.yaml")
-    except ConnectionError as e:  # Ray found no cluster where it was told to look
-        raise UserError(f"--address {address}: {' '.join(str(e).split())[:200]}") from None
+    except ConnectionError as e:  # Ray found no cluster where it was told to look, or did not start here
+        where = f"--address {address}" if address else "Ray"
+        raise UserError(f"{where}: {' '.join(str(e).split())[:200]}") from None
     except (LaunchError, OSError, FolderError) as e:
         raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
             from None

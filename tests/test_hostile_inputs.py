@@ -560,3 +560,25 @@ def test_output_the_terminal_cannot_encode_and_a_closed_pipe_end_quietly(tmp_pat
     finally:
         os.close(write)
     assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+def test_ray_that_does_not_start_is_retried_once_then_one_line(monkeypatch):
+    """A node that times out during start-up (a loaded machine) gets a second, longer try; a second
+    failure is one ConnectionError line that the CLI prints as it is."""
+    import ray
+
+    from workers import pool
+
+    calls = []
+
+    def slow_start(**kwargs):
+        calls.append(os.environ.get("RAY_raylet_start_wait_time_s"))
+        raise RuntimeError("The current node timed out during startup. This could happen because ...\nmore")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", slow_start)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    monkeypatch.delenv("RAY_raylet_start_wait_time_s", raising=False)
+    with pytest.raises(ConnectionError, match=r"did not start .*timed out during startup\. This could happen") as e:
+        pool.connect(None, 1)
+    assert calls == [None, "120"] and "\n" not in str(e.value)

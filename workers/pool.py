@@ -153,6 +153,17 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
         with _quiet_unless_it_works():  # Ray prints a warning a second while it retries
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         return False
-    ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    for attempt in (1, 2):  # a loaded machine can take longer than Ray's 30 s to start a node: once more, longer
+        try:
+            with _quiet_unless_it_works():
+                ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.ERROR)
+            return True
+        except (RuntimeError, ConnectionError, TimeoutError) as e:
+            ray.shutdown()
+            if attempt == 2:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                raise ConnectionError(f"the embedded Ray did not start (twice, the second time waiting 120 s): "
+                                      f"{first}") from None
+            os.environ["RAY_raylet_start_wait_time_s"] = "120"
     return True
