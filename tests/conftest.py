@@ -37,3 +37,13 @@ def captured_vit():
     from seeds.capture import capture
 
     return capture(create_seed("timm/test_vit"))
+
+
+@pytest.fixture
+def local_ray():
+    """An embedded Ray for one test that drives a campaign in this process (``fuzzer.driver.Driver``)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()

@@ -9,6 +9,8 @@
 - ``NearTiesDivide``: ``floor_divide`` rounds the quotient to bfloat16 before its floor, so operands
   one ulp apart divide to exactly 1 (a near tie is a tie): right on exact ties (the ties probe) and on
   operands far apart, off by one where ``a / b`` is just below an integer.
+- ``NarrowLayerNorm``: layer_norm's statistics over the first 1024 elements of a row only: found
+  only where a seed is rebuilt wider (the width axis).
 - ``GreaterAsAtLeast``: ``a > b`` computed as ``a >= b``: wrong only where two inputs are equal,
   which independently drawn inputs never are (one flipped bool is a divergence: integers and bools
   are exact).
@@ -81,3 +83,21 @@ class GreaterAsAtLeast(Backend):
 
     def prepare(self, gm, example_inputs, device):
         return _retargeted(gm, aten.gt.Tensor, aten.ge.Tensor)
+
+
+def _layer_norm_first_1024(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """layer_norm whose statistics read at most the first 1024 elements of a row (a kernel whose
+    reduction stops at one block): right on every row up to 1024 wide."""
+    if x.shape[-1] <= 1024 or len(shape) != 1:
+        return aten.layer_norm.default(x, shape, weight, bias, eps)
+    head = x[..., :1024]
+    mean, var = head.mean(-1, keepdim=True), head.var(-1, unbiased=False, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps)
+    return y * weight + bias if weight is not None else y
+
+
+class NarrowLayerNorm(Backend):
+    name = "narrow-layer-norm"
+
+    def prepare(self, gm, example_inputs, device):
+        return _retargeted(gm, aten.layer_norm.default, _layer_norm_first_1024)

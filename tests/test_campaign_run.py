@@ -33,7 +33,7 @@ run: {flush_every: 1, repeats: 1}
 """
 BACKENDS = 3  # reference, oracle, target
 VARIANTS = 9
-PROBES = 8  # the default; the timm test models take floats only, so every float probe applies
+PROBES = 8 + 3  # the default value probes (the timm test models take floats only, so each applies) and 3 layouts
 
 
 def _records(run_dir: Path) -> pd.DataFrame:

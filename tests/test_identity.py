@@ -162,13 +162,6 @@ backends:
 
 
 
-@pytest.fixture
-def local_ray():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
 
 
 def _run(text: str, folder):
