@@ -61,9 +61,10 @@ def cmd_run(args) -> int:
         check_run_dir(run_dir, campaign, args.resume)
         check_cache(campaign)
         check_address(address)
-        if not address:
+        if address:
+            driver.connect()  # a cluster that does not answer is said before anything is written
+        else:
             driver.check_available()
-        driver.connect()  # a cluster that does not answer, or Ray that does not start, is said before anything is written
         run_dir.mkdir()
         run_dir.write_bytes(campaign.to_yaml().encode(), "campaign.yaml")
     except ConnectionError as e:  # Ray found no cluster where it was told to look, or did not start here
@@ -74,6 +75,9 @@ def cmd_run(args) -> int:
             from None
     try:
         driver.run(seed_ids)
+    except ConnectionError as e:  # the embedded Ray did not start (workers.pool.connect): nothing is lost
+        raise UserError(f"Ray: {' '.join(str(e).split())[:200]}; continue with: "
+                        f"{resume_command(args.campaign, run_dir, args.address)}") from None
     except KeyboardInterrupt:
         print(f"\ninterrupted: records so far are kept in {run_dir}; continue with: "
               f"{resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)

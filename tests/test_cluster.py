@@ -18,7 +18,7 @@ name: routed
 seeds: [{source: timm, include: [test_resnet, test_vit]}]
 variants: {per_seed: 2, mutations: 1, mutators: [insert_unary]}
 sizes: {per_seed: 0, widths: 0}  # the size axis has its own tests (test_sizes, test_probes)
-probes: {per_variant: 1}  # routing is the point here
+probes: {per_variant: 1, kinds: [example]}  # routing is the point here
 backends:
   targets: [{class: "tests.fake_npu:HostDevice", device: npu}]
 pools: {cpu: {workers: 1}, npu: {workers: 1}}

@@ -36,5 +36,5 @@ pools: {cpu: {workers: 1}}
     assert proc.returncode == 0, proc.stderr
     df = pd.read_parquet(Path(tmp_path) / "run" / "records")
     ts = df[df["backend"] == "torchscript@cpu"]
-    assert len(ts) == 2 * 8 and set(ts["status"]) <= {"ok", "mismatch"}  # two variants, eight probes each
+    assert len(ts) == 2 * (8 + 3) and set(ts["status"]) <= {"ok", "mismatch"}  # two variants, 8 probes and 3 layouts
     assert ts["backend_info"].str.contains("optimized").all() and ts["latency_ms"].gt(0).all()
