@@ -18,10 +18,10 @@
 from __future__ import annotations
 
 import torch
-import torch.fx as fx
 
 from workers.registry import Backend
 
+from .numeric_backends import _retargeted
 from .repro_backends import read_as_dense
 
 aten = torch.ops.aten
@@ -60,29 +60,18 @@ def _floor_divide_bf16(a, b):
     return torch.floor(aten.div.Tensor(a, b).to(torch.bfloat16)).to(a.dtype)
 
 
-def _retargeted(gm: fx.GraphModule, op, replacement) -> fx.GraphModule:
-    """A copy of ``gm`` whose calls of ``op`` call ``replacement``."""
-    graph = fx.Graph()
-    graph.output(graph.graph_copy(gm.graph, {}))
-    for n in graph.nodes:
-        if n.op == "call_function" and n.target is op:
-            n.target = replacement
-    graph.lint()
-    return fx.GraphModule(gm, graph)
-
-
 class NearTiesDivide(Backend):
     name = "near-ties"
 
     def prepare(self, gm, example_inputs, device):
-        return _retargeted(gm, aten.floor_divide.default, _floor_divide_bf16)
+        return _retargeted(gm, (aten.floor_divide.default,), _floor_divide_bf16)
 
 
 class GreaterAsAtLeast(Backend):
     name = "gt-as-ge"
 
     def prepare(self, gm, example_inputs, device):
-        return _retargeted(gm, aten.gt.Tensor, aten.ge.Tensor)
+        return _retargeted(gm, (aten.gt.Tensor,), aten.ge.Tensor)
 
 
 def _layer_norm_first_1024(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
@@ -100,4 +89,4 @@ class NarrowLayerNorm(Backend):
     name = "narrow-layer-norm"
 
     def prepare(self, gm, example_inputs, device):
-        return _retargeted(gm, aten.layer_norm.default, _layer_norm_first_1024)
+        return _retargeted(gm, (aten.layer_norm.default,), _layer_norm_first_1024)

@@ -8,6 +8,8 @@ stage so a wide model stays cheap (``width_kwargs``).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from core.seeding import seeded_generator, stable_int
@@ -91,6 +93,11 @@ class TimmSource(SeedSource):
 
 
 def width_kwargs(name: str, width: int) -> dict:
+    return dict(_checked_width_kwargs(name, width))  # a copy: callers add to it
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_width_kwargs(name: str, width: int) -> dict:
     """Constructor arguments that put ``name``'s features before the classifier at ``width`` (stages
     scaled alike, one block each), read from the model built on the meta device; {} if it has none
     or they do not build there."""
