@@ -12,18 +12,19 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from core.bugs import Kind
+from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind
 from core.strict_yaml import YamlError, load
+from results.catalog import Catalog
+from results.folder import Folder
+from results.manifest import RunManifest
+from results.schema import COLUMNS
+from results.store import RecordStore, ResultsError, check_version
 
 from . import clusters as _clusters
 from . import portability as _port
-from .catalog import Catalog
-from .folder import Folder
 from .impact import catalog_models
 from .known import KnownIssues
 from .merge import minimised
-from .schema import COLUMNS
-from .store import RecordStore, ResultsError, check_version
 from .triage import status_summary
 
 CLUSTER_COLUMNS = _clusters.USED
@@ -48,13 +49,19 @@ class Run:
         if not self.store.files():
             raise ResultsError(f"{path}: holds no records (is it a gapfuzz run folder?)")
         self.campaign = self._campaign()
-        backends = self.campaign.get("backends")
-        backends = backends if isinstance(backends, dict) else {}
-        self.name = self.campaign.get("name") or self.folder.name
-        self.reference = _entry_name(backends.get("reference"), "eager@cpu")
-        self.oracle = _entry_name(backends.get("oracle"), "eager-fp64@cpu")
-        compare = self.campaign.get("compare")
-        self.sweep = compare.get("sweep") if isinstance(compare, dict) else None
+        self.manifest = RunManifest.read(self.folder)
+        if self.manifest is not None:  # the names as the driver resolved them
+            self.name, self.reference, self.oracle = self.manifest.campaign, self.manifest.reference, \
+                self.manifest.oracle
+            self.sweep = self.manifest.compare.get("sweep")
+        else:  # a folder written before run.json: its campaign file, defaults as the driver's
+            backends = self.campaign.get("backends")
+            backends = backends if isinstance(backends, dict) else {}
+            self.name = self.campaign.get("name") or self.folder.name
+            self.reference = _entry_name(backends.get("reference"), DEFAULT_REFERENCE)
+            self.oracle = _entry_name(backends.get("oracle"), DEFAULT_ORACLE)
+            compare = self.campaign.get("compare")
+            self.sweep = compare.get("sweep") if isinstance(compare, dict) else None
         self._frame = pd.DataFrame()
         self._support: dict = {}
         self.known = KnownIssues.load(known)

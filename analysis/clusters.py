@@ -24,9 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import (DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Mode,
-                       Status,
-                       Symptom, Verdict, bug_keys, error_band)
+from core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS,
+                       MISSING, VENDOR_STAGES, Kind, Mode, Status, Symptom, Verdict, bug_keys, error_band)
 
 from .causes import derive
 from .impact import impact
@@ -108,12 +107,12 @@ def _mutations(df: pd.DataFrame, cid: pd.Series, column: str = "mutations") -> t
 
 
 def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.DataFrame:
-    fields = FAILURE_FIELDS if kind == Kind.CRASH else DIVERGENCE_FIELDS
+    fields = FAILURE_FIELDS if kind == Kind.FAILURE else DIVERGENCE_FIELDS
     cid = keys["cluster"]
     uniq = keys.loc[~cid.duplicated(), ["cluster", *fields]]
     rows = df.loc[keys.index]
     status = _text(rows["status"])
-    if kind == Kind.CRASH:
+    if kind == Kind.FAILURE:
         sev = status.map(SEVERITY).astype(int)
         vend = rows["backend"].isin(targets) & status.isin(VENDOR_FAILURES) & _col(rows, "stage").isin(VENDOR_STAGES)
     elif kind == Kind.BENIGN:
@@ -148,7 +147,7 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["representative"], out["rep_nodes"] = rep["v"], rep["n"].replace(np.inf, np.nan)
     first = order.groupby("c", sort=False).head(1).index
     out["rep_backend"] = pd.Series(rows.loc[first, "backend"].to_numpy(), index=order.loc[first, "c"].to_numpy())
-    if kind != Kind.CRASH:  # a behaviour's key leaves these out: its representative's show what it is
+    if kind != Kind.FAILURE:  # a behaviour's key leaves these out: its representative's show what it is
         behaviour = out["explanation"] != MISSING
         for c in ("verdict", "symptom", "first_div_op", "output_dtype"):
             rep_value = pd.Series(_text(rows.loc[first, c]).to_numpy(), index=order.loc[first, "c"].to_numpy())
@@ -210,7 +209,7 @@ def _culprits(out: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> None:
     out["bisected"], out["bisect_s"], out["bisect_max_s"] = g.size(), g.median(), g.max()
 
 
-def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu",
+def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str = DEFAULT_ORACLE,
              catalog: pd.DataFrame | None = None, minimised: dict | None = None) -> pd.DataFrame:
     """Every cluster of a run's records (benign ones too: ``kind``), in triage order (``order``);
     ``catalog`` (a seed catalog's rows) gives each its impact; ``minimised`` (``analysis.merge``)

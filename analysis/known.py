@@ -30,7 +30,7 @@ import regex
 
 from core.strict_yaml import YamlError, load, read_file
 
-from .store import ResultsError
+from results.store import ResultsError
 from .triage import describe
 
 CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from core.bugs import ReproStatus
+
 SUMMED = ("count", "variants", "unmutated", "inherited")
 JOINED = ("seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations")
 HIGHEST = ("severity", "max_tol_ratio")
@@ -29,7 +31,7 @@ def minimised(repros: Path) -> dict[str, tuple]:
             r = json.loads(f.read_text())
         except (OSError, ValueError):
             continue  # a reproducer being written, or a folder of something else: not evidence
-        if not (isinstance(r, dict) and r.get("status") == "reproducible" and isinstance(r.get("ops"), list)
+        if not (isinstance(r, dict) and r.get("status") == ReproStatus.REPRODUCIBLE and isinstance(r.get("ops"), list)
                 and r.get("ops") and isinstance(r.get("stack"), str) and r["stack"]):
             continue
         kind, symptom = r.get("kind", ""), r.get("symptom", "")

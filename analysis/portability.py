@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import COMPLETED, VENDOR_STAGES, Status, Verdict
+from core.bugs import COMPLETED, DEFAULT_REFERENCE, VENDOR_STAGES, Status, Verdict
 
 BACKEND_FAILURES = (Status.ERROR, Status.UNSUPPORTED, Status.CRASH, Status.TIMEOUT, Status.OOM)
 DEFAULT_TOLERANCES = tuple(float(t) for t in np.logspace(-8, 0, 17))
@@ -122,7 +122,7 @@ def support_matrix(t: pd.DataFrame, value: str = "share") -> pd.DataFrame:
     return t.pivot(index="op", columns="backend", values=value).sort_index()
 
 
-def seeds(df: pd.DataFrame, reference: str = "eager@cpu", by: str | None = None,
+def seeds(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, by: str | None = None,
           support_table: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per backend: seeds and operator seeds that work, their share, relative to the reference, and
     operators supported (count and relative to the reference)."""
@@ -161,7 +161,7 @@ def seeds(df: pd.DataFrame, reference: str = "eager@cpu", by: str | None = None,
     return out[cols].sort_values(keys, ignore_index=True)
 
 
-def slowdowns(df: pd.DataFrame, reference: str = "eager@cpu") -> pd.DataFrame:
+def slowdowns(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE) -> pd.DataFrame:
     """One row per completed non-reference run with both latencies: its slowdown against the reference."""
     df = df[[c for c in ("variant_id", "seed_id", "seed_source", "family", "backend", "status", "stage",
                          "latency_ms") if c in df]]
@@ -179,7 +179,7 @@ def slowdowns(df: pd.DataFrame, reference: str = "eager@cpu") -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def slowdown_summary(df: pd.DataFrame, reference: str = "eager@cpu", by: str | None = None) -> pd.DataFrame:
+def slowdown_summary(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, by: str | None = None) -> pd.DataFrame:
     """Per backend: runs, geometric mean, median, 10th and 90th percentile and max slowdown."""
     s = slowdowns(df, reference)
     keys = _groups(s, by)
@@ -209,7 +209,7 @@ def tolerance_curve(df: pd.DataFrame, tolerances=None, by: str | None = None) ->
     return pd.concat(parts, ignore_index=True)
 
 
-def divergence(df: pd.DataFrame, reference: str = "eager@cpu", by: str | None = None) -> pd.DataFrame:
+def divergence(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, by: str | None = None) -> pd.DataFrame:
     """Per non-reference backend: completed runs, mismatches, vendor findings (target-divergent), rates."""
     _, done = attempts(df)
     d = df[[*_groups(df, by), "status", "verdict"]][done & (df["backend"] != reference).to_numpy()]

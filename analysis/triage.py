@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.bugs import Kind, Stage
+from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage
 
 from .table import format_table
 
 
-def clusters(df: pd.DataFrame, reference: str = "eager@cpu", oracle: str = "eager-fp64@cpu") -> pd.DataFrame:
+def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str = DEFAULT_ORACLE) -> pd.DataFrame:
     """Crash and discrepancy clusters of a records frame (see ``analysis.clusters``)."""
     from .clusters import clusters as build
 
@@ -47,7 +47,7 @@ def _items(values, most: int = 3) -> str:
 def describe(row) -> str:
     """One line that says what a cluster is: the error, its operator and template; the divergence; or the
     behaviour an explanation names, with its ops and dtypes."""
-    if row.kind == Kind.CRASH:
+    if row.kind == Kind.FAILURE:
         at = f" at {row.failing_op}" if _given(getattr(row, "failing_op", None)) else ""
         return f"{_caused(row)}{str(row.error_type).rsplit('.', 1)[-1]}{at}: {row.template}"
     explanation = getattr(row, "explanation", None)
@@ -95,7 +95,7 @@ def _caused(row) -> str:
 
 
 def _where(row) -> str:
-    return row.stage if row.kind == Kind.CRASH else Stage.COMPARE
+    return row.stage if row.kind == Kind.FAILURE else Stage.COMPARE
 
 
 def _backends(row, width: int = 36) -> str:
@@ -127,7 +127,7 @@ def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, beni
     shown_benign = int((c["kind"] == Kind.BENIGN).sum())
     out_of = f" (of {models})" if models else ""
     return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \
-           f"{int((c['kind'] == Kind.CRASH).sum())} failure and {int((c['kind'] == Kind.DISCREPANCY).sum())} " \
+           f"{int((c['kind'] == Kind.FAILURE).sum())} failure and {int((c['kind'] == Kind.DISCREPANCY).sum())} " \
            f"discrepancy clusters ({explained} explained)" + (f", {shown_benign} benign" if shown_benign else "") + \
            f"; impact: model seeds of the catalog{out_of} holding the cluster's ops" + benign
 
@@ -180,7 +180,7 @@ def render_why(cluster, rows: pd.DataFrame, parts=None) -> str:
     ``analysis.clusters.keys``), then what its runs differ in."""
     from core.bugs import DIVERGENCE_FIELDS, FAILURE_FIELDS, MISSING
 
-    fields = FAILURE_FIELDS if cluster["kind"] == Kind.CRASH else DIVERGENCE_FIELDS
+    fields = FAILURE_FIELDS if cluster["kind"] == Kind.FAILURE else DIVERGENCE_FIELDS
     lines = [f"cluster {cluster['cluster']}: {describe(pd.Series(cluster).to_frame().T.itertuples().__next__())}",
              f"{cluster['count']} runs, {cluster['variants']} variants, {cluster['seeds']} seeds", "", "the key:"]
     for f in fields:

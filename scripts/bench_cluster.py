@@ -180,7 +180,7 @@ def resume_time(cluster: LoopbackCluster, m: dict) -> dict:
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"resume failed: {err.strip()[-1000:]}")
-    from analysis.store import RecordStore
+    from results.store import RecordStore
 
     t1 = time.perf_counter()
     done = len(RecordStore(m["run_dir"]).done_keys())

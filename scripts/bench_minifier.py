@@ -31,7 +31,7 @@ from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict, bug_key
 from core.ir import Variant
 from seeds import create_seed
 from seeds.capture import capture
-from workers.compare import Settings
+from workers.compare import Tolerances
 from workers.executor import Executor
 from workers.registry import parse_backend
 from workers.judge import judge_outputs
@@ -75,7 +75,7 @@ class InProcessBug:
         fields = {**self.where, "status": out.status, "stage": out.stage, "error_type": out.error_type,
                   "message": out.message}
         if out.status == Status.OK:
-            fields.update(judge_outputs(out.outputs, ref.outputs, oracle.outputs, Settings(), "tensor", ["out"]))
+            fields.update(judge_outputs(out.outputs, ref.outputs, oracle.outputs, Tolerances(), "tensor", ["out"]).columns())
             fields["status"] = Status.MISMATCH if fields["verdict"] in DIVERGENT else Status.OK
         return self.key.shown_by(bug_key(fields), v.ops)  # gapfuzz's own predicate, in this process
 

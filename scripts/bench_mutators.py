@@ -21,7 +21,7 @@ import torch
 
 from core.ir import Variant
 from fuzzer.generate import build_seed_variants, replay
-from fuzzer.messages import BuildRequest
+from fuzzer.builds import BuildRequest
 from fuzzer.mutators import list_mutators
 from fuzzer.settings import VariantSettings
 from seeds import list_seeds

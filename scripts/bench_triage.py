@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from analysis.schema import arrow_schema  # noqa: E402
+from results.schema import arrow_schema  # noqa: E402
 from core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
-from analysis.store import RecordStore  # noqa: E402
+from results.store import RecordStore  # noqa: E402
 
 BUDGET_S, BUDGET_GIB = 30.0, 4.0
 BACKENDS = ["eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu", "openvino-f32@cpu",
@@ -193,8 +193,8 @@ def measure(run_dir: str) -> None:
               "tolerance": run.tolerance_curve(), "divergence": run.divergence()}
     t2 = time.perf_counter()
     print(json.dumps({"records": len(run.records(["backend"])), "clusters": len(c),
-                      "crash_clusters": int((c["kind"] == Kind.CRASH).sum()),
-                      "discrepancy_clusters": int((c["kind"] != Kind.CRASH).sum()), "cluster_s": t1 - t0,
+                      "crash_clusters": int((c["kind"] == Kind.FAILURE).sum()),
+                      "discrepancy_clusters": int((c["kind"] != Kind.FAILURE).sum()), "cluster_s": t1 - t0,
                       "tables_s": t2 - t1, "total_s": t2 - t0, "support_rows": len(tables["support"]),
                       "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                       "arrow_peak_gib": pa_.default_memory_pool().max_memory() / 2**30}))

@@ -16,12 +16,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.store import RecordStore  # noqa: E402
+from results.store import RecordStore  # noqa: E402
 from core.bugs import EXAMPLE_PROBE  # noqa: E402
 
 # Columns that differ between two runs of the same campaign by nature: time, place and cost.
 VOLATILE = {"time", "host", "worker", "worker_s", "gen_s", "capture_s", "prepare_s", "first_run_s", "latency_ms",
-            "run_s", "align_s"}
+            "run_s", "align_s", "bisect_s"}
 KEY = ["variant_id", "backend", "probe"]
 
 

@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import sys
 
-from analysis.catalog import Catalog
+from results.catalog import Catalog
 from analysis.seed_report import render_seed_doc
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.schema import COLUMNS, RunRecord, arrow_schema
-from analysis.store import RecordStore
+from results.schema import COLUMNS, RunRecord, arrow_schema
+from results.store import RecordStore
 
 
 def _rec(vid: str, backend: str, status: str = "ok") -> RunRecord:
@@ -41,8 +41,8 @@ def test_a_run_folder_on_another_filesystem_is_written_and_triaged_there(tmp_pat
     import uuid
 
     from analysis.api import Run
-    from analysis.catalog import Catalog, CatalogRow
-    from analysis.folder import Folder
+    from results.catalog import Catalog, CatalogRow
+    from results.folder import Folder
 
     uri = f"memory://gapfuzz-{uuid.uuid4().hex[:8]}/runs/t"
     folder = Folder(uri)
@@ -58,7 +58,7 @@ def test_a_run_folder_on_another_filesystem_is_written_and_triaged_there(tmp_pat
 
 
 def test_a_file_uri_is_the_local_folder(tmp_path):
-    from analysis.folder import Folder, FolderError
+    from results.folder import Folder, FolderError
 
     RecordStore(f"file://{tmp_path}/run").write([_rec("a#0", "eager@cpu")])
     assert len(pd.read_parquet(tmp_path / "run" / "records")) == 1

@@ -3,11 +3,14 @@
 Layout of ``runs/<name>/``::
 
     campaign.yaml            the resolved campaign (every default filled in)
+    run.json                 what analysis reads of it: backend names, reference, oracle, tolerances
     records/<backend>/part-<time>-<id>.parquet   one row per (variant, backend, probe)
+    catalog/rows/part-*.parquet                  one row per seed built (results.catalog)
+    stats/session-<time>.json                    each session's own figures
 
 Each file holds every column (backend included), so a single file is self-describing
 and ``pandas.read_parquet("runs/<name>/records")`` reads the whole dataset. The folder may be on
-any filesystem pyarrow writes (``analysis.folder``), and each file appears whole or not at all.
+any filesystem pyarrow writes (``results.folder``), and each file appears whole or not at all.
 """
 from __future__ import annotations
 

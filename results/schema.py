@@ -1,18 +1,20 @@
-"""The run record: one row per (variant, backend); its fields are the Parquet columns.
+"""The run record: one row per (variant, backend, probe); its fields are the Parquet columns.
 
-Documented column by column in docs/results.md. Bump SCHEMA_VERSION when a column
-changes meaning or type; readers check it.
+A worker fills in what ran and how it ended, the judge its comparison columns, the driver the
+variant's; a ``dict`` field is a JSON column. Documented column by column in docs/results.md.
+Bump SCHEMA_VERSION when a column changes meaning or type; readers check it.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import typing
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from core.bugs import Status
+from core.bugs import KEY_COLUMNS, Status
 
 SCHEMA_VERSION = 6  # 6: the located node's symptom and dtype, reference-suspect; 5: compiler attribution and pass coverage; 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
 # probe); 1: the example only
@@ -42,21 +44,22 @@ class RunRecord:
     params: int | None = None
     stack: str = ""
     device: str = ""
-    backend_options: str = "{}"  # JSON
+    backend_options: dict = field(default_factory=dict)  # JSON
     backend_version: str = ""
     torch_version: str = ""
-    versions: str = "{}"  # JSON: library versions in the worker
+    versions: dict = field(default_factory=dict)  # JSON: torch, python, os of the worker
     # how it ended
-    status: str = Status.OK  # ok mismatch crash error timeout oom unsupported invalid
-    stage: str | None = None  # build budget capture mutate convert compile run compare
+    status: str = Status.OK  # core.bugs.Status: ok mismatch crash error timeout oom unsupported invalid skipped
+    stage: str | None = None  # core.bugs.Stage: build budget capture mutate convert compile run compare
     error_type: str | None = None
     message: str | None = None
     signature: str | None = None  # message with numbers, shapes, names and paths masked
     cause: str | None = None  # signal:SIGSEGV, limit:timeout 60s, limit:memory 4.0GiB
     reproducible: bool | None = None
     # tier 1 and attribution
-    verdict: str | None = None  # agree target-divergent reference-divergent reference-suspect ill-conditioned oracle
-    symptom: str | None = None  # structure shape dtype nonfinite integer value numeric
+    verdict: str | None = None  # core.bugs.Verdict: agree target-divergent reference-divergent ill-conditioned
+    # amplified no-oracle oracle no-reference reference-suspect
+    symptom: str | None = None  # core.bugs.Symptom: structure shape dtype nonfinite integer value numeric task grad*
     mismatched_outputs: int | None = None
     worst_output: str | None = None
     output_dtype: str | None = None
@@ -110,7 +113,7 @@ class RunRecord:
     inputs_mutated: bool | None = None
     input_checksum: str | None = None
     weight_checksum: str | None = None
-    backend_info: str = "{}"  # JSON: what the stack reported (e.g. inference precision)
+    backend_info: dict = field(default_factory=dict)  # JSON: what the stack reported (e.g. inference precision)
     compiler: str | None = None  # inductor or aot_autograd through torch.compile, inductor-aot without it
     compiler_passes: list[str] = field(default_factory=list)  # the Inductor passes that ran: pass coverage
     compiler_patterns: list[str] = field(default_factory=list)  # its pattern-matcher patterns that fired
@@ -122,11 +125,35 @@ class RunRecord:
 
     def to_row(self) -> dict:
         """The record as a Parquet row: its fields, not copied (``dataclasses.asdict`` deep-copies every list,
-        a third of a campaign driver's time)."""
-        return self.__dict__.copy()
+        a third of a campaign driver's time), a dict as its JSON."""
+        row = self.__dict__.copy()
+        for name in JSON_COLUMNS:
+            if isinstance(row[name], dict):
+                row[name] = json.dumps(row[name], sort_keys=True, default=str)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> RunRecord:
+        """A Parquet row as a record (the inverse of ``to_row``)."""
+        fields = {k: row[k] for k in COLUMNS if k in row}
+        for name in JSON_COLUMNS:
+            if isinstance(fields.get(name), str):
+                fields[name] = json.loads(fields[name])
+        return cls(**fields)
+
+    def key_fields(self) -> dict:
+        """The columns a bug key reads (``core.bugs.bug_key``)."""
+        return {k: getattr(self, k, None) for k in KEY_COLUMNS}
+
+    def update(self, **columns) -> None:
+        """Set columns by name; a name that is not a column is a bug, not a value to drop."""
+        for k, v in columns.items():
+            if k not in _COLUMN_SET:
+                raise AttributeError(f"RunRecord has no column {k!r}")
+            setattr(self, k, v)
 
 
-_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
+_ARROW = {str: pa.string(), dict: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
           dt.datetime: pa.timestamp("us", tz="UTC"), list[str]: pa.list_(pa.string())}
 
 
@@ -149,3 +176,5 @@ def arrow_schema() -> pa.Schema:
 
 
 COLUMNS = [f.name for f in dataclasses.fields(RunRecord)]
+_COLUMN_SET = frozenset(COLUMNS)
+JSON_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord) if typing.get_type_hints(RunRecord)[f.name] is dict)
