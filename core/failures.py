@@ -1,5 +1,6 @@
 """What a failure's record keeps: the exception's type, message and traceback, the status it means
-(error, unsupported, out of memory) and its ``signature`` column.
+(error, unsupported, out of memory) and its ``signature`` column; ``Failure`` is the one type
+every failed build, scan and run is made of.
 
 Used wherever something raises on the way (a seed's build, a mutation, a backend's prepare or
 run); what makes two failures the same bug is ``core.bugs``'s to say.
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import re
 import traceback
+from dataclasses import dataclass
 
-from .bugs import MISSING, Status
+from .bugs import MISSING, Stage, Status
 
 _UNSUPPORTED = re.compile(
     r"not (?:yet )?(?:implemented|supported)|unsupported|no (?:kernel|implementation)|"
@@ -41,3 +43,47 @@ def signature(stage: str | None, error_type: str | None, message: str | None) ->
     from .templates import failing_op, template
 
     return f"{stage or MISSING}|{error_type or MISSING}|{failing_op(message) or MISSING}|{template(message)}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How something failed, as every record spells it: made here, from an exception, a sandbox fault
+    (a process that died or hit a limit), an error a sandbox reported, or a worker lost with its node."""
+
+    status: Status
+    stage: Stage | None
+    error_type: str | None
+    message: str | None
+    cause: str | None = None  # signal:SIGSEGV, limit:timeout 60s, limit:memory 4.0GiB
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, stage: Stage | None, status: Status | None = None) -> Failure:
+        d = describe(exc)
+        return cls(status or status_of_error(d["error_type"], d["message"]), stage, d["error_type"], d["message"])
+
+    @classmethod
+    def from_error(cls, error: dict, stage: Stage | None) -> Failure:
+        """From ``describe``'s dict, as a sandbox sends it back."""
+        return cls(Status.ERROR, stage, error["error_type"], error["message"])
+
+    @classmethod
+    def from_fault(cls, fault, stage: Stage | None) -> Failure:
+        """From a ``workers.sandbox.Fault``: its error type is the signal or limit alone (``SIGSEGV``, ``timeout``)."""
+        error_type = fault.cause.split(":")[-1].split()[0] if fault.cause else None
+        return cls(fault.status, stage, error_type, fault.message, fault.cause)
+
+    @classmethod
+    def lost(cls, exc: BaseException, stage: Stage | None, again: bool = True) -> Failure:
+        """A job whose worker went away: ``WorkerLost`` when it may be tried again, else what Ray raised."""
+        return cls(Status.ERROR, stage, "WorkerLost" if again else type(exc).__name__, str(exc)[:2000])
+
+    @property
+    def signature(self) -> str:
+        return signature(self.stage, self.error_type, self.message)
+
+    def onto(self, record, sign: bool = False) -> None:
+        """Set a record's failure columns (those it has: a catalog row keeps no cause), and its
+        signature when ``sign``."""
+        for name in ("status", "stage", "error_type", "message", "cause") + (("signature",) if sign else ()):
+            if hasattr(record, name):
+                setattr(record, name, getattr(self, name))

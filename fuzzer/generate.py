@@ -14,7 +14,7 @@ from collections import Counter
 import torch
 
 from core.bugs import Mode, Stage, Status, Verdict
-from core.failures import describe
+from core.failures import Failure, describe
 from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from seeds import create_seed
 from seeds.capture import Captured, CaptureError, capture, check_budget
@@ -23,11 +23,11 @@ from seeds.registry import width_params
 from seeds.sizes import SizeError
 from seeds.spec import SeedInfo
 from workers.backends.eager import Eager, prepare_eager_fp64
-from workers.compare import Settings, attribute, compare
+from workers.compare import Tolerances, attribute, compare
 from workers.training import Trainer, output_names
 
 from .guidance import Chooser
-from .messages import BuildRequest, BuiltVariant, Guidance, SeedBuild
+from .builds import BuildRequest, BuiltVariant, Guidance, SeedBuild
 from .mutators import Rejected, get_mutator
 from .recipe import Recipe, variant_id, variant_rng_seed
 from .settings import VariantSettings
@@ -120,20 +120,21 @@ def _failure(seed_id: str, stage: Stage, exc: BaseException, info: dict | None =
              error_type: str | None = None) -> SeedBuild:
     """A seed that failed; one that cannot be rebuilt at the size asked for, or that eager cannot
     train, is skipped, not failed."""
-    d = describe(exc)
     status = Status.SKIPPED if isinstance(exc, (SizeError, NotTrainable)) else Status.ERROR
-    return SeedBuild(seed_id=seed_id, status=status, stage=stage, error_type=error_type or d["error_type"],
-                     message=d["message"], seed=SeedInfo(**info) if info else None)
+    failure = Failure.from_exception(exc, stage, status)
+    if error_type:
+        failure = dataclasses.replace(failure, error_type=error_type)
+    return SeedBuild(seed_id=seed_id, failure=failure, seed=SeedInfo(**info) if info else None)
 
 
 def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, bool]:
     """A semantics-preserving variant against its seed on the reference: the tolerance ratio, and
     whether it agrees (within tolerance, or no further from the fp64 seed than the seed itself).
     ``seed_oracle`` is called only when the outputs differ beyond tolerance."""
-    close = compare(outputs, seed_outputs, Settings())
+    close = compare(outputs, seed_outputs, Tolerances())
     if close.passed:
         return close.tol_ratio, True
-    v = attribute(outputs, seed_outputs, seed_oracle(), Settings())
+    v = attribute(outputs, seed_outputs, seed_oracle(), Tolerances())
     return v.closeness.tol_ratio, v.verdict == Verdict.AGREE
 
 

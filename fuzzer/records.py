@@ -1,19 +1,16 @@
-"""Turn seed builds, built variants and worker outcomes into run records and catalog rows."""
+"""A worker's records completed with their variant's columns, and the records of what never ran:
+a seed that failed to build, and its catalog row."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
-from analysis.catalog import CatalogRow
-from analysis.schema import COLUMNS, RunRecord
-from core.bugs import COMPLETED, LIMITS, Stage, Status
-from core.failures import signature
+from core.bugs import COMPLETED, LIMITS, Mode, Stage, Status
+from core.failures import Failure, signature
+from results.catalog import CatalogRow
+from results.schema import RunRecord
 from seeds.spec import SeedInfo
-from workers.outcome import RunOutcome
 
-from .messages import BuiltVariant, SeedBuild
-
-_JSON_FIELDS = {"options": "backend_options", "backend_info": "backend_info", "versions": "versions"}
+from .builds import BuiltVariant, SeedBuild
 
 
 def _seed_columns(seed: SeedInfo | None) -> dict:
@@ -23,47 +20,34 @@ def _seed_columns(seed: SeedInfo | None) -> dict:
             "params": seed.params}
 
 
-def run_record(campaign: str, build: SeedBuild, variant: BuiltVariant, outcome: RunOutcome) -> RunRecord:
-    cols = {"campaign": campaign, "variant_id": variant.variant_id, "seed_id": build.seed_id,
-            **_seed_columns(build.seed), "recipe": variant.recipe.to_json(), "mutations": variant.recipe.mutator_names,
-            "semantics_preserving": variant.semantics_preserving, "graph_hash": variant.graph_hash,
-            "node_count": variant.node_count, "ops": variant.ops, "metamorphic_err": variant.metamorphic_err,
-            "gen_s": variant.gen_s, "capture_s": build.capture_s, "mode": str(variant.mode)}
-    for f in dataclasses.fields(outcome):
-        value = getattr(outcome, f.name)
-        if f.name in _JSON_FIELDS:
-            cols[_JSON_FIELDS[f.name]] = json.dumps(value, sort_keys=True, default=str)
-        elif f.name == "figures":
-            cols.update({k: v for k, v in value.items() if k in COLUMNS})
-        elif f.name in COLUMNS:
-            cols[f.name] = value
-    cols["torch_version"] = outcome.versions.get("torch", "")
-    names = variant.output_names
-    if isinstance(cols.get("worst_output"), int) and names:
-        i = cols["worst_output"]
-        cols["worst_output"] = names[i] if i < len(names) else str(i)
-    elif cols.get("worst_output") is not None:
-        cols["worst_output"] = str(cols["worst_output"])
-    if cols.get("status") not in COMPLETED:
-        cols["signature"] = signature(cols.get("stage"), cols.get("error_type"), cols.get("message"))
-    return RunRecord(**cols)
+def run_record(campaign: str, build: SeedBuild, variant: BuiltVariant, record: RunRecord) -> RunRecord:
+    """A worker's record of the variant, with the campaign's, the seed's and the variant's columns."""
+    record.update(campaign=campaign, variant_id=variant.variant_id, seed_id=build.seed_id, **_seed_columns(build.seed),
+                  recipe=variant.recipe.to_json(), mutations=variant.recipe.mutator_names,
+                  semantics_preserving=variant.semantics_preserving, graph_hash=variant.graph_hash,
+                  node_count=variant.node_count, ops=variant.ops, gen_s=variant.gen_s, capture_s=build.capture_s,
+                  mode=str(variant.mode))
+    if record.metamorphic_err is None:  # the judge's, on the variant's own run, else the build's
+        record.metamorphic_err = variant.metamorphic_err
+    if record.status not in COMPLETED:
+        record.signature = signature(record.stage, record.error_type, record.message)
+    return record
 
 
 def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: str, failure_id: str,
-                        mode: str = "inference") -> RunRecord:
+                        mode: str = Mode.INFERENCE) -> RunRecord:
     """The one record of a seed that failed to build, fit the budget, capture or run on the reference:
     skipped, not a finding (the reference's own failure says nothing of a target), unless the
     worker running it was lost (the seed is tried again on ``--resume``)."""
-    lost = build.error_type == "WorkerLost"
-    status = build.status if lost or build.status in LIMITS or build.status == Status.CRASH else Status.SKIPPED
-    message = build.message if status == build.status else f"the reference {build.status}: {build.message or ''}"
+    f = build.failure
+    lost = f.error_type == "WorkerLost"
+    status = f.status if lost or f.status in LIMITS or f.status == Status.CRASH else Status.SKIPPED
+    message = f.message if status == f.status else f"the reference {f.status}: {f.message or ''}"
     rec = RunRecord(campaign=campaign, variant_id=failure_id, seed_id=build.seed_id, backend=backend, device=device,
-                    mode=str(mode),
-                    stack=backend.split("@")[0], status=status, stage=build.stage, error_type=build.error_type,
-                    message=message, cause=build.cause, **_seed_columns(build.seed))
+                    mode=str(mode), stack=backend.split("@")[0], **_seed_columns(build.seed))
+    Failure(status, f.stage, f.error_type, message, f.cause).onto(rec, sign=True)
     rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0,
-                             **({"mode": str(mode)} if mode != "inference" else {})})
-    rec.signature = signature(rec.stage, rec.error_type, rec.message)
+                             **({"mode": str(mode)} if mode != Mode.INFERENCE else {})})
     return rec
 
 
@@ -75,12 +59,11 @@ def catalog_row(build: SeedBuild) -> CatalogRow:
                      output_kind=seed.output_kind if seed else "", params=seed.params if seed else None,
                      input_spec=json.dumps(seed.input_spec if seed else []), capture_s=build.capture_s)
     if not build.ok:
-        row.status = Status.SKIPPED if build.stage == Stage.BUDGET else build.status
-        row.stage, row.error_type, row.message = build.stage, build.error_type, build.message
-        row.signature = signature(row.stage, row.error_type, row.message)
+        f = build.failure
+        Failure(Status.SKIPPED if f.stage == Stage.BUDGET else f.status, f.stage, f.error_type, f.message).onto(
+            row, sign=True)
         return row
     row.node_count, row.ops = build.node_count, sorted(build.op_counts)
     row.op_counts = json.dumps(build.op_counts, sort_keys=True)
     row.output_names, row.build_s = build.output_names, build.build_s
     return row
-

@@ -13,19 +13,18 @@ from collections import Counter
 
 import torch
 
-from analysis.catalog import CatalogRow
+from results.catalog import CatalogRow
 from core.bugs import Stage, Status
-from core.failures import describe, signature
+from core.failures import Failure
 from core.ir import target_name
 
 from .capture import CaptureError, capture
 from .registry import SeedError, create_seed, source_of
 
 
-def _fail(row: CatalogRow, stage: Stage, exc: BaseException, status: Status = Status.ERROR) -> CatalogRow:
-    d = describe(exc.__cause__ if isinstance(exc, CaptureError) and exc.__cause__ else exc)
-    row.status, row.stage, row.error_type, row.message = status, stage, d["error_type"], d["message"]
-    row.signature = signature(stage, row.error_type, row.message)
+def _fail(row: CatalogRow, stage: Stage, exc: BaseException) -> CatalogRow:
+    cause = exc.__cause__ if isinstance(exc, CaptureError) and exc.__cause__ else exc
+    Failure.from_exception(cause, stage, Status.ERROR).onto(row, sign=True)
     return row
 
 

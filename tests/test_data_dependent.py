@@ -18,7 +18,7 @@ from seeds import create_seed
 from seeds.capture import capture
 from workers.backends.eager import EagerFp64
 from workers.backends.inductor import prepare_aot_eager, prepare_inductor
-from workers.compare import Settings, attribute, compare
+from workers.compare import Tolerances, attribute, compare
 from workers.judge import judge_outputs
 
 MUTATOR = "inject_data_dependent"
@@ -28,7 +28,7 @@ MUTATOR = "inject_data_dependent"
 def test_a_wrong_count_is_a_shape_divergence_and_indices_compare_exactly():
     x = torch.tensor([[0.0, 1.5], [2.0, 0.0], [0.0, 3.0]])
     ref = [torch.nonzero(x)]  # int64 indices, (3, 2)
-    s = Settings()
+    s = Tolerances()
     short = compare([ref[0][:-1]], ref, s)  # one index dropped
     assert short.symptom == Symptom.SHAPE and short.mismatched_outputs == 1
     assert compare([ref[0].reshape(-1)], ref, s).symptom == Symptom.SHAPE  # same values, another shape
@@ -50,10 +50,10 @@ def test_a_wrong_count_is_a_shape_divergence_and_indices_compare_exactly():
     oracle = [torch.nonzero(x.double())]
     v = attribute([ref[0][:-1]], ref, oracle, s)
     assert v.verdict == Verdict.TARGET_DIVERGENT and v.closeness.symptom == Symptom.SHAPE
-    cols = judge_outputs([ref[0][:-1]], ref, oracle, s, "tensor", ["out"])
+    cols = judge_outputs([ref[0][:-1]], ref, oracle, s, "tensor", ["out"]).columns()
     assert cols["verdict"] == Verdict.TARGET_DIVERGENT and cols["symptom"] == Symptom.SHAPE
     floats = [torch.masked_select(x, x > 0)]
-    cols = judge_outputs([floats[0][:-1]], floats, [floats[0].double()], s, "tensor", ["out"])
+    cols = judge_outputs([floats[0][:-1]], floats, [floats[0].double()], s, "tensor", ["out"]).columns()
     assert cols["verdict"] == Verdict.TARGET_DIVERGENT and cols["symptom"] == Symptom.SHAPE
 
 
@@ -71,7 +71,7 @@ def _compiles_whole(prepare, v: Variant) -> list:
 def test_data_dependent_op_seeds_compile_whole_on_inductor(seed_id):
     v = capture(create_seed(seed_id)).variant
     out = _compiles_whole(prepare_inductor, v)
-    assert compare(out, list(v.gm(*v.inputs)), Settings()).passed
+    assert compare(out, list(v.gm(*v.inputs)), Tolerances()).passed
 
 
 def _base(seed_id: str):
@@ -98,11 +98,11 @@ def test_each_form_is_valid_everywhere_and_compiles_whole(conv, form):
         assert back.graph_json == v.graph_json
         assert all(torch.equal(a, b) for a, b in zip(back.gm(*back.inputs), ev.outputs))
         for prepare in (prepare_aot_eager, prepare_inductor):
-            assert compare(_compiles_whole(prepare, back), ev.outputs, Settings()).passed, prepare.__name__
+            assert compare(_compiles_whole(prepare, back), ev.outputs, Tolerances()).passed, prepare.__name__
         outputs[cmp] = ev.outputs
-        assert not compare(ev.outputs, conv.outputs, Settings()).passed  # the result reaches the output
+        assert not compare(ev.outputs, conv.outputs, Tolerances()).passed  # the result reaches the output
     # the threshold is the node's own element k: > and >= differ there, on every input
-    assert not compare(outputs["gt"], outputs["ge"], Settings()).passed
+    assert not compare(outputs["gt"], outputs["ge"], Tolerances()).passed
 
 
 def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
@@ -113,12 +113,12 @@ def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
         params = m.propose(base.variant, rng)
         v = m.apply(base.variant, params)
         ev = evaluate(v, base)
-        if params["form"] in ("nonzero", "masked_select") and not compare(ev.outputs, base.outputs, Settings()).passed:
+        if params["form"] in ("nonzero", "masked_select") and not compare(ev.outputs, base.outputs, Tolerances()).passed:
             break
     else:
         pytest.fail("no effective nonzero or masked_select site in 40 draws")
     out = _compiles_whole(prepare_inductor, Variant.from_payload(v.to_payload()))
-    assert compare(out, ev.outputs, Settings()).passed
+    assert compare(out, ev.outputs, Tolerances()).passed
     assert any(op in v.ops for op in ("aten.nonzero.default", "aten.masked_select.default"))
 
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from analysis.clusters import clusters
-from core.bugs import Kind, Status, Symptom, Verdict, bug_key
-from workers.compare import Settings
+from core.bugs import Kind, Stage, Status, Symptom, Verdict, bug_key
+from core.failures import Failure
+from workers.compare import Tolerances
 from workers.consensus import find_consensus, numpy_outputs
-from workers.outcome import RunOutcome
+from results.schema import RunRecord
 
 
 def _div(**kw) -> dict:
@@ -59,10 +60,14 @@ def test_an_input_the_stack_receives_wrong_is_one_place_whatever_reads_it():
     assert a == b and a["first_div_op"] == "input:non-contiguous"
 
 
-def _outcome(backend: str, verdict=Verdict.TARGET_DIVERGENT, symptom=Symptom.NONFINITE) -> RunOutcome:
-    o = RunOutcome(backend=backend, stack=backend.split("@")[0], device="cpu", status=Status.OK)
-    o.figures = {"verdict": verdict, "symptom": symptom}
-    return o
+def _outcome(backend: str, verdict=Verdict.TARGET_DIVERGENT, symptom=Symptom.NONFINITE) -> RunRecord:
+    return RunRecord(campaign="", variant_id="", seed_id="", backend=backend, stack=backend.split("@")[0],
+                     device="cpu", status=Status.OK, verdict=verdict, symptom=symptom)
+
+
+def _judged(o: RunRecord) -> dict:
+    """The columns the judge and the consensus set."""
+    return {k: getattr(o, k) for k in ("verdict", "symptom", "consensus", "numpy_agrees")}
 
 
 def test_stacks_that_agree_against_eager_file_one_cluster_for_pytorch():
@@ -75,12 +80,12 @@ def test_stacks_that_agree_against_eager_file_one_cluster_for_pytorch():
     x = torch.tensor([nan, 2.0, -3.0])
     gm = torch.fx.symbolic_trace(lambda t: torch.ops.aten.sign.default(t))
     assert torch.equal(numpy_outputs(gm, (x,))[0].isnan(), answer[0].isnan())
-    find_consensus(runs, outputs, stacks, Settings(), lambda: numpy_outputs(gm, (x,)))
-    assert {o.figures["verdict"] for o in runs} == {Verdict.REFERENCE_SUSPECT}
-    assert runs[0].figures["consensus"] == "onnxruntime,openvino" and runs[0].figures["numpy_agrees"] is True
-    keys = {bug_key({**_div(), "backend": o.backend, "stack": o.stack, **o.figures}) for o in runs}
+    find_consensus(runs, outputs, stacks, Tolerances(), lambda: numpy_outputs(gm, (x,)))
+    assert {o.verdict for o in runs} == {Verdict.REFERENCE_SUSPECT}
+    assert runs[0].consensus == "onnxruntime,openvino" and runs[0].numpy_agrees is True
+    keys = {bug_key({**_div(), "backend": o.backend, "stack": o.stack, **_judged(o)}) for o in runs}
     assert len(keys) == 1 and next(iter(keys))["stack_device"] == "pytorch"
-    bisected = bug_key({**_div(), **runs[0].figures, "culprit": "inductor:decomposition:aten.grid_sampler_2d.default"})
+    bisected = bug_key({**_div(), **_judged(runs[0]), "culprit": "inductor:decomposition:aten.grid_sampler_2d.default"})
     assert bisected == next(iter(keys))  # PyTorch's behaviour: the pass that shows it is not another bug
 
 
@@ -89,9 +94,9 @@ def test_numpy_siding_with_eager_keeps_a_shared_defect_on_the_targets():
     runs = [_outcome("a@cpu"), _outcome("b@cpu")]
     outputs = dict.fromkeys(("a@cpu", "b@cpu"), [torch.tensor([0.0, 1.0])])  # relu(nan) = 0 on both
     gm = torch.fx.symbolic_trace(lambda t: torch.ops.aten.relu.default(t))
-    find_consensus(runs, outputs, {"a@cpu": "a", "b@cpu": "b"}, Settings(),
+    find_consensus(runs, outputs, {"a@cpu": "a", "b@cpu": "b"}, Tolerances(),
                    lambda: numpy_outputs(gm, (torch.tensor([nan, 1.0]),)))
-    assert {o.figures["verdict"] for o in runs} == {Verdict.TARGET_DIVERGENT}
+    assert {o.verdict for o in runs} == {Verdict.TARGET_DIVERGENT}
 
 
 def test_a_nan_grid_coordinate_agrees_by_where_the_answer_is_finite():
@@ -99,21 +104,21 @@ def test_a_nan_grid_coordinate_agrees_by_where_the_answer_is_finite():
     runs = [_outcome("inductor@cpu"), _outcome("onnxruntime@cpu"), _outcome("openvino@cpu", Verdict.AGREE, None)]
     outputs = {"inductor@cpu": [torch.tensor([-0.0, 0.1007])], "onnxruntime@cpu": [torch.tensor([0.0903, 0.1007])],
                "openvino@cpu": [torch.tensor([float("nan"), 0.1007])]}
-    find_consensus(runs, outputs, {b: b.split("@")[0] for b in outputs}, Settings(), lambda: None)
-    assert [o.figures["verdict"] for o in runs] == [Verdict.REFERENCE_SUSPECT] * 2 + [Verdict.AGREE]
-    assert runs[0].figures["numpy_agrees"] is None
+    find_consensus(runs, outputs, {b: b.split("@")[0] for b in outputs}, Tolerances(), lambda: None)
+    assert [o.verdict for o in runs] == [Verdict.REFERENCE_SUSPECT] * 2 + [Verdict.AGREE]
+    assert runs[0].numpy_agrees is None
 
 
 def test_the_references_own_failures_are_skipped_not_clustered():
-    from fuzzer.messages import SeedBuild
+    from fuzzer.builds import SeedBuild
     from fuzzer.records import seed_failure_record
 
-    build = SeedBuild(seed_id="ops/nonzero/float32/0", status=Status.ERROR, stage="capture",
-                      error_type="DataDependentOutputException", message="aten.nonzero.default")
+    build = SeedBuild(seed_id="ops/nonzero/float32/0", failure=Failure(
+        Status.ERROR, Stage.CAPTURE, "DataDependentOutputException", "aten.nonzero.default"))
     rec = seed_failure_record("c", build, "eager@cpu", "cpu", "ops/nonzero/float32/0#failed")
     assert rec.status == Status.SKIPPED and "DataDependent" in rec.error_type
     assert bug_key(rec.to_row()) is None
-    lost = SeedBuild(seed_id="timm/x", status=Status.ERROR, stage="capture", error_type="WorkerLost", message="gone")
+    lost = SeedBuild(seed_id="timm/x", failure=Failure.lost(RuntimeError("gone"), Stage.CAPTURE))
     assert seed_failure_record("c", lost, "eager@cpu", "cpu", "timm/x#failed").status == Status.ERROR
 
 
@@ -181,7 +186,7 @@ def _run(text: str, folder):
 def test_planted_faults_are_one_cluster_each_at_every_dtype_and_in_a_model(tmp_path, local_ray):
     run = _run(PLANTED, tmp_path / "planted")
     found = run.clusters()
-    where = found["failing_op"].where(found["kind"] == Kind.CRASH, found["first_div_op"])
+    where = found["failing_op"].where(found["kind"] == Kind.FAILURE, found["first_div_op"])
     per_fault = where.value_counts()
     shown = found[["cluster", "kind", "symptom", "first_div_op", "output_dtypes", "count"]]
     assert per_fault.get("aten.relu.default") == 1 and per_fault.get("aten.tanh.default") == 1, shown

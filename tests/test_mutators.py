@@ -9,7 +9,7 @@ import torch
 
 from fuzzer.generate import build_seed_variants, replay
 from fuzzer.guidance import Chooser, Feedback
-from fuzzer.messages import BuildRequest
+from fuzzer.builds import BuildRequest
 from fuzzer.settings import VariantSettings
 from fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
 from fuzzer.validate import evaluate

@@ -141,18 +141,19 @@ def test_layout_probes_keep_the_values_and_change_the_strides():
 def test_a_probe_the_reference_refuses_blames_no_target_for_failing_it():
     from core.bugs import Status, Verdict
     from workers.judge import RefusedProbe
-    from workers.outcome import RunOutcome
+    from results.schema import RunRecord
 
     refused = RefusedProbe("RuntimeError", "ZeroDivisionError")
-    error = RunOutcome(backend="inductor@cpu", stack="inductor", device="cpu", status=Status.ERROR,
-                       message="inductor_cpu_throw_if_integer_div_error")
-    crash = RunOutcome(backend="openvino@cpu", stack="openvino", device="cpu", status=Status.CRASH)
-    ran = RunOutcome(backend="onnxruntime@cpu", stack="onnxruntime", device="cpu", status=Status.OK)
+    blank = dict(campaign="", variant_id="", seed_id="", device="cpu")
+    error = RunRecord(backend="inductor@cpu", stack="inductor", status=Status.ERROR,
+                      message="inductor_cpu_throw_if_integer_div_error", **blank)
+    crash = RunRecord(backend="openvino@cpu", stack="openvino", status=Status.CRASH, **blank)
+    ran = RunRecord(backend="onnxruntime@cpu", stack="onnxruntime", status=Status.OK, **blank)
     for o in (error, crash, ran):
         refused.excuse(o)
     assert error.status == Status.SKIPPED and "reference fails on this probe too" in error.message
     assert crash.status == Status.CRASH  # a process that dies is a finding whatever the input
-    assert ran.status == Status.OK and ran.figures["verdict"] == Verdict.NO_REFERENCE
+    assert ran.status == Status.OK and ran.verdict == Verdict.NO_REFERENCE
 
 
 def test_a_stack_that_compiles_again_for_new_strides_gets_at_most_one_layout():

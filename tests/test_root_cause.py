@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from core.bugs import Explanation, Kind, Symptom, Verdict
-from workers.compare import Settings, compare
+from workers.compare import Tolerances, compare
 from workers.emulate import emulate, round_tf32
 from workers.explain import declared, explain, hypotheses, measure
 
@@ -47,7 +47,7 @@ def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
             Driver(c, folder, progress=False).run()
             run = load_run(folder)
             found = run.clusters()
-            where = sorted(found["failing_op"].where(found["kind"] == Kind.CRASH, found["first_div_op"]))
+            where = sorted(found["failing_op"].where(found["kind"] == Kind.FAILURE, found["first_div_op"]))
             assert where == ["aten.add.Tensor", "aten.relu.default", "aten.silu", "aten.tanh.default"], \
                 f"seed {seed}:\n{found[['cluster', 'kind', 'symptom', 'first_div_op', 'failing_op', 'count']]}"
             assert found["backends"].map(lambda b: b == ["planted@cpu"]).all()
@@ -75,7 +75,7 @@ def _graph(fn, *inputs):
     return make_fx(fn)(*inputs)
 
 
-def _judged(target: list, reference: list, s: Settings) -> dict:
+def _judged(target: list, reference: list, s: Tolerances) -> dict:
     c = compare(target, reference, s)
     return {"verdict": Verdict.TARGET_DIVERGENT, "symptom": c.symptom, "tol_ratio": c.tol_ratio}
 
@@ -83,11 +83,11 @@ def _judged(target: list, reference: list, s: Settings) -> dict:
 def _explained(target, reference, gm, inputs, s, device="cpu", precisions=frozenset()):
     judged = _judged(target, reference, s)
     modes = hypotheses(judged["verdict"], device, set(precisions))
-    return explain(judged, target, reference, measure(emulate(gm, inputs, modes), reference, s), s)
+    return explain(judged["symptom"], target, reference, measure(emulate(gm, inputs, modes), reference, s), s)
 
 
 def test_bfloat16_holds_for_a_stack_computing_in_it_and_not_for_a_constant_two_percent():
-    s = Settings()
+    s = Tolerances()
     torch.manual_seed(0)
     x, w = torch.randn(8, 64), torch.randn(64, 32)
     gm = _graph(lambda a, b: torch.tanh(a @ b), x, w)
@@ -103,7 +103,7 @@ def test_bfloat16_holds_for_a_stack_computing_in_it_and_not_for_a_constant_two_p
 
 
 def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_inputs_on_cuda():
-    s = Settings()
+    s = Tolerances()
     torch.manual_seed(1)
     x = torch.randn(4, 4096) * 1e3
     gm = _graph(lambda a: a.sum(-1), x)
@@ -135,12 +135,12 @@ def test_emulations_of_a_real_model_keep_its_values_shapes_and_dtypes(seed_id):
     for mode, outputs in emulated.items():
         assert outputs is not None, mode
         assert [(t.shape, t.dtype) for t in outputs] == [(t.shape, t.dtype) for t in reference], mode
-    assert spread(emulated[Explanation.REDUCTION_ORDER], reference, Settings())[0] < 1.0
-    assert spread(emulated[Explanation.BFLOAT16], reference, Settings())[0] > 10.0
+    assert spread(emulated[Explanation.REDUCTION_ORDER], reference, Tolerances())[0] < 1.0
+    assert spread(emulated[Explanation.BFLOAT16], reference, Tolerances())[0] > 10.0
 
 
 def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
-    s = Settings()
+    s = Tolerances()
     torch.manual_seed(2)
     x, w = torch.randn(8, 256).half(), torch.randn(256, 64).half()
     gm = _graph(lambda a, b: torch.tanh(a @ b) * 3 + a.sum(-1, keepdim=True), x, w)
@@ -150,24 +150,25 @@ def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
     judged["verdict"] = Verdict.REFERENCE_DIVERGENT  # float64 blames eager's float16 rounding
     if judged["symptom"] is not None:
         emulated = emulate(gm, (x, w), hypotheses(judged["verdict"], "cpu", set()))
-        found = explain(judged, wide, reference, measure(emulated, reference, s), s)
+        found = explain(judged["symptom"], wide, reference, measure(emulated, reference, s), s)
         assert found is not None and found[0] == Explanation.FLOAT32
 
 
 def test_ledger_cases_hand_their_location_to_later_runs():
+    from results.schema import RunRecord
     from workers.align import AlignLedger, Location
 
     ledger = AlignLedger()
     assert ledger.claim("seed|d-1", "v#0") is None
     busy = ledger.claim("seed|d-1", "v#1")
-    figures = {}
-    busy.inherit(figures)
-    assert figures == {"align_error": "not run: being located on v#0"}
+    record = RunRecord(campaign="", variant_id="v#1", seed_id="", backend="inductor@cpu")
+    busy.inherit(record)
+    assert record.align_error == "not run: being located on v#0" and record.first_div_op is None
     ledger.settle("seed|d-1", Location("v#0", "tanh", "aten.tanh.default"))
-    figures = {}
-    ledger.claim("seed|d-1", "v#2").inherit(figures)
-    assert figures["first_div_op"] == "aten.tanh.default" and figures["first_div_node"] == "tanh"
-    assert figures["align_error"].startswith("not run: inherited from v#0")
+    record = RunRecord(campaign="", variant_id="v#2", seed_id="", backend="inductor@cpu")
+    ledger.claim("seed|d-1", "v#2").inherit(record)
+    assert record.first_div_op == "aten.tanh.default" and record.first_div_node == "tanh"
+    assert record.align_error.startswith("not run: inherited from v#0")
 
 
 def _rec(**kw) -> dict:
@@ -260,7 +261,7 @@ def test_clusters_whose_minimised_reproducers_match_merge(tmp_path):
 
 def test_known_issues_mark_clusters_and_diff_tells_known_from_new(tmp_path):
     from analysis.known import KnownIssues
-    from analysis.store import ResultsError
+    from results.store import ResultsError
     from analysis.triage import diff
 
     f = tmp_path / "known.yaml"

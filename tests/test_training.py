@@ -7,7 +7,7 @@ import torch
 
 from core.bugs import Kind, Mode, Symptom, Verdict
 from core.ir import Variant
-from workers.compare import Settings
+from workers.compare import Tolerances
 from workers.judge import judge_outputs
 from workers.training import Trainer, lift_parameters, loss_of, train_step, training_output_names
 
@@ -73,11 +73,11 @@ def test_a_gradient_that_alone_differs_is_the_grad_symptom():
     ref = [torch.ones(3), torch.tensor(2.0), torch.full((3,), 0.5), torch.full((3,), 0.25)]
     oracle = [t.double() for t in ref]
     wrong = [*ref[:3], torch.full((3,), 0.3)]
-    figures = judge_outputs(wrong, ref, oracle, Settings(), "tensor", names)
+    figures = judge_outputs(wrong, ref, oracle, Tolerances(), "tensor", names).columns()
     assert figures["verdict"] == Verdict.TARGET_DIVERGENT and figures["symptom"] == Symptom.GRAD
     assert figures["worst_output"] == 3
     forward_wrong = [torch.full((3,), 1.5), *ref[1:]]
-    assert judge_outputs(forward_wrong, ref, oracle, Settings(), "tensor", names)["symptom"] == Symptom.NUMERIC
+    assert judge_outputs(forward_wrong, ref, oracle, Tolerances(), "tensor", names).symptom == Symptom.NUMERIC
 
 
 def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_stack_that_does():
@@ -162,7 +162,7 @@ def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_sta
             for b in ("eager@cpu", "aot-eager@cpu", "inductor@cpu")}
     assert (outs["eager@cpu"][0] == 0).any()  # some elements were dropped
     for b in ("aot-eager@cpu", "inductor@cpu"):
-        assert compare(outs[b], outs["eager@cpu"], Settings()).passed, b
+        assert compare(outs[b], outs["eager@cpu"], Tolerances()).passed, b
     assert len(outs["eager@cpu"]) == len(output_names(Variant(gm, inputs, ("out",), mode=Mode.TRAINING)))
 
 
@@ -170,5 +170,5 @@ def test_a_gradient_whose_nan_pattern_alone_differs_is_grad_nonfinite():
     names = ["out", "loss", "grad:w"]
     ref = [torch.ones(3), torch.tensor(2.0), torch.tensor([0.5, float("nan"), 0.5])]
     wrong = [*ref[:2], torch.tensor([0.5, 0.0, 0.5])]
-    figures = judge_outputs(wrong, ref, [t.double() for t in ref], Settings(), "tensor", names)
+    figures = judge_outputs(wrong, ref, [t.double() for t in ref], Tolerances(), "tensor", names).columns()
     assert figures["symptom"] == Symptom.GRAD_NONFINITE and figures["verdict"] == Verdict.TARGET_DIVERGENT

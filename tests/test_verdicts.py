@@ -11,14 +11,14 @@ import torch
 from seeds.capture import capture
 from seeds.spec import BuiltSeed, SeedInfo
 from workers.align import AlignLedger, Location
-from workers.compare import Settings, compare
+from workers.compare import Tolerances, compare
 from workers.messages import JudgeSettings, RunRequest
 from workers.registry import parse_backend
 from workers.runner import run_variant
 from workers.sandbox import Sandbox
 from workers.task import task_agreement
 
-S = Settings()
+S = Tolerances()
 
 
 def _t(*v, dtype=torch.float32):
@@ -103,7 +103,7 @@ def _plugin(cls: str, **options):
 def test_a_float64_backend_is_never_blamed(sandbox):
     v = _variant(Small(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1)) * 30)
     out = _run(sandbox, v, _plugin("Float64Compute"))
-    assert out.status == "ok" and out.figures["verdict"] in ("agree", "reference-divergent")
+    assert out.status == "ok" and out.verdict in ("agree", "reference-divergent")
 
 
 def test_a_node_rounded_to_bfloat16_is_blamed_and_located(sandbox):
@@ -111,9 +111,9 @@ def test_a_node_rounded_to_bfloat16_is_blamed_and_located(sandbox):
     nodes = [n.name for n in v.gm.graph.nodes if n.op == "call_function"]
     chosen = next(n for n in nodes if n.startswith("tanh"))
     out = _run(sandbox, v, _plugin("RoundNodeToBf16", node=chosen))
-    assert out.status == "mismatch" and out.figures["verdict"] == "target-divergent"
-    assert out.figures["first_div_node"] == chosen
-    assert out.figures["align_prepares"] <= math.log2(len(nodes)) + 2
+    assert out.status == "mismatch" and out.verdict == "target-divergent"
+    assert out.first_div_node == chosen
+    assert out.align_prepares <= math.log2(len(nodes)) + 2
 
 
 def test_a_case_is_located_once_and_named_by_the_runs_after_it(sandbox):
@@ -122,13 +122,13 @@ def test_a_case_is_located_once_and_named_by_the_runs_after_it(sandbox):
     target = _plugin("RoundNodeToBf16", node=chosen)
     ledger = AlignLedger()
     first = _run(sandbox, v, target, ledger=ledger)
-    assert first.figures["first_div_node"] == chosen
+    assert first.first_div_node == chosen
     again = _run(sandbox, v, target, ledger=ledger)
-    assert again.figures["verdict"] == "target-divergent" and again.figures.get("align_prepares") is None
-    assert again.figures["align_error"] == "not run: inherited from v, located at aten.tanh.default"
-    assert again.figures["first_div_node"] == chosen  # the location travels with the case
+    assert again.verdict == "target-divergent" and again.align_prepares is None
+    assert again.align_error == "not run: inherited from v, located at aten.tanh.default"
+    assert again.first_div_node == chosen  # the location travels with the case
     other = _run(sandbox, v, dataclasses.replace(target, label="other"), ledger=ledger)
-    assert other.figures["first_div_node"] == chosen  # another target's case does not count
+    assert other.first_div_node == chosen  # another target's case does not count
 
 
 def test_a_failed_location_lets_the_next_run_of_the_case_try():
@@ -142,7 +142,7 @@ def test_a_failed_location_lets_the_next_run_of_the_case_try():
 def test_agreeing_runs_are_not_aligned(sandbox):
     v = _variant(Small(), torch.randn(4, 16))
     out = _run(sandbox, v, parse_backend("eager@cpu", label="copy"))
-    assert out.figures["verdict"] == "agree" and "first_div_node" not in out.figures
+    assert out.verdict == "agree" and out.first_div_node is None
 
 
 class FloorOfProduct(torch.nn.Module):
@@ -155,8 +155,8 @@ def test_one_ulp_feeding_floor_is_amplified_not_blamed(sandbox):
     mul = next(n.name for n in v.gm.graph.nodes if n.op == "call_function" and "mul" in n.name)
     out = _run(sandbox, v, _plugin("NudgeOneUlp", node=mul))
     assert out.status == "mismatch"
-    assert out.figures["verdict"] == "amplified" and out.figures["amplified"]
-    assert out.figures["amplifier_node"].startswith("floor")
+    assert out.verdict == "amplified" and out.amplified
+    assert out.amplifier_node.startswith("floor")
 
 
 # ------------------------------------------------------------------ tier 3 and the detection adapter
@@ -176,8 +176,8 @@ def test_detection_with_tied_scores_agrees_with_the_adapter_and_not_without(sand
     v = _variant(TiedDetector(), x, kind="boxes")
     on = _run(sandbox, v, _plugin("ReverseTies"), output_kind="boxes", detection_adapter=True)
     off = _run(sandbox, v, _plugin("ReverseTies"), output_kind="boxes", detection_adapter=False)
-    assert on.status == "ok" and on.figures["verdict"] == "agree" and on.figures["task_agree"] == 1.0
-    assert off.status == "mismatch" and off.figures["task_agree"] < 1.0
+    assert on.status == "ok" and on.verdict == "agree" and on.task_agree == 1.0
+    assert off.status == "mismatch" and off.task_agree < 1.0
 
 
 def test_top1_agreement_tolerates_reference_near_ties():
@@ -198,10 +198,10 @@ def test_one_flipped_bool_or_an_index_one_off_is_the_target_s_divergence():
     """Integers and bools are exact: ``a > b`` computed as ``a >= b`` at one tie flips one element,
     and that alone (the oracle siding with the reference) is a finding, not within tolerance."""
     from core.bugs import Verdict
-    from workers.compare import Settings, attribute
+    from workers.compare import Tolerances, attribute
 
     ref, flipped = torch.tensor([True, False, True]), torch.tensor([True, True, True])
-    assert attribute([flipped], [ref], [ref], Settings()).verdict == Verdict.TARGET_DIVERGENT
+    assert attribute([flipped], [ref], [ref], Tolerances()).verdict == Verdict.TARGET_DIVERGENT
     idx = torch.tensor([1, 2, 3])
-    assert attribute([idx + torch.tensor([0, 0, 1])], [idx], [idx], Settings()).verdict == Verdict.TARGET_DIVERGENT
-    assert attribute([idx], [idx + 1], [idx], Settings()).verdict == Verdict.REFERENCE_DIVERGENT
+    assert attribute([idx + torch.tensor([0, 0, 1])], [idx], [idx], Tolerances()).verdict == Verdict.TARGET_DIVERGENT
+    assert attribute([idx], [idx + 1], [idx], Tolerances()).verdict == Verdict.REFERENCE_DIVERGENT

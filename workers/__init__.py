@@ -1,7 +1,7 @@
 """Workers: backends, sandboxes and Ray pools that run graphs and compare their outputs.
 
 Knows nothing of seeds or mutations: it takes a variant payload (core.ir) and a list of
-backend specs, and returns one RunOutcome per backend.
+backend specs, and returns one RunRecord per backend and probe.
 """
 import logging
 

@@ -21,8 +21,8 @@ import torch
 
 from core.bugs import INPUT, BugKey, Symptom, Verdict
 
-from .compare import Settings, attribute, compare
-from .interpret import node_values, prefix_graph, probe_nodes, tensor_inputs
+from .compare import Tolerances, attribute, compare
+from .interpret import node_values, prefix_graph, candidate_nodes, tensor_inputs
 
 aten = torch.ops.aten
 DISCONTINUOUS = {
@@ -64,21 +64,21 @@ class Location:
         return bool(self.op)
 
     @classmethod
-    def of(cls, variant_id: str, figures: dict) -> Location:
-        return cls(variant_id, figures.get("first_div_node"), figures.get("first_div_op"),
-                   bool(figures.get("amplified")), tuple(figures.get("grad_ops") or ()),
-                   figures.get("node_symptom"), figures.get("node_dtype"))
+    def of(cls, variant_id: str, record) -> Location:
+        """Where a located record's divergence is (a ``results.schema.RunRecord``)."""
+        return cls(variant_id, record.first_div_node, record.first_div_op, bool(record.amplified),
+                   tuple(record.grad_ops or ()), record.node_symptom, record.node_dtype)
 
-    def inherit(self, figures: dict) -> None:
+    def inherit(self, record) -> None:
         """A run of the same case takes this location, and says so (``align_error``)."""
         if self.op:
             if self.grad_ops:
-                figures["grad_ops"] = list(self.grad_ops)
-            figures.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
-                           node_symptom=self.symptom, node_dtype=self.dtype,
-                           align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
+                record.grad_ops = list(self.grad_ops)
+            record.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
+                          node_symptom=self.symptom, node_dtype=self.dtype,
+                          align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
         else:
-            figures["align_error"] = f"not run: being located on {self.variant_id}"
+            record.align_error = f"not run: being located on {self.variant_id}"
 
 
 class AlignLedger:
@@ -116,14 +116,14 @@ def is_discontinuous(node, value, inputs: list) -> bool:
 class Aligner:
     """Locate the first divergent node of one target on one variant."""
 
-    def __init__(self, variant, make_backend, device: str, input_device: str, settings: Settings,
+    def __init__(self, variant, make_backend, device: str, input_device: str, settings: Tolerances,
                  reference_device: str = "cpu", symptom: str | None = None):
         self.v, self.make_backend, self.device, self.input_device = variant, make_backend, device, input_device
         self.s = settings
         self.wanted = symptom  # what the run shows: a NaN-pattern divergence starts where NaNs differ
         self.ref = node_values(variant.gm, variant.inputs, device=reference_device)
         self.oracle = node_values(variant.gm, variant.inputs, widen=True)
-        self.nodes = probe_nodes(variant.gm, self.ref)
+        self.nodes = candidate_nodes(variant.gm, self.ref)
         self.prepares = 0
         self.growth: dict[str, float] = {}
         self.symptoms: dict[str, object] = {}  # node -> its Closeness against the reference, as _diverges measured it
@@ -219,8 +219,7 @@ class Aligner:
             in_ratio = compare(values[1:], [self.ref[a.name] for a in ins], self.s).tol_ratio if ins else math.inf
             amplified = is_discontinuous(node, values[0], values[1:]) and in_ratio <= 1.0 and \
                 self.growth.get(node.name, 0) > 1.0
-            result.update(amplified=amplified, amplifier_node=node.name if amplified else None,
-                          input_tol_ratio=in_ratio)
+            result.update(amplified=amplified, amplifier_node=node.name if amplified else None)
         order = {n.name: i for i, n in enumerate(self.nodes)}
         points = sorted(self.growth.items(), key=lambda kv: order[kv[0]])
         if len(points) > GROWTH_POINTS:

@@ -13,6 +13,7 @@ import dataclasses
 import time
 
 from core.bugs import COMPLETED, Stage, Status, Verdict, bug_key
+from core.ir import packed_outputs
 
 from .compare import compare
 from .align import ask as _ask
@@ -26,8 +27,7 @@ TORCH_COMPILERS = ("inductor", "aot_autograd")
 
 def _finding(o) -> str | None:
     """``divergence``, ``failure`` or None: what of this run a culprit would explain."""
-    if o.status in COMPLETED and o.figures.get("verdict") == Verdict.TARGET_DIVERGENT \
-            and not o.figures.get("explanation"):
+    if o.status in COMPLETED and o.verdict == Verdict.TARGET_DIVERGENT and not o.explanation:
         return "divergence"
     if o.status == Status.ERROR and o.stage in (Stage.COMPILE, Stage.RUN):
         return "failure"
@@ -40,7 +40,7 @@ def attributable(o, spec) -> bool:
 
 
 def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:
-    """Give each attributable run its culprit figures: found here, or inherited from its case."""
+    """Give each attributable run its culprit columns: found here, or inherited from its case."""
     done: dict[tuple, Culprit] = {}
     for o in outcomes:
         spec = specs.get(o.backend)
@@ -49,22 +49,22 @@ def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference:
         key = bug_key(o.key_fields())
         case = (o.backend, key.id if key else "")
         if case in done:
-            done[case].inherit(o.figures)
+            done[case].inherit(o)
             continue
         ledger_case = f"culprit|{seed_id}|{o.backend}|{case[1]}"
         claimed = _ask(ledger.claim, ledger_case, job.vid, Culprit(job.vid)) if ledger is not None else None
         if claimed is not None:
-            claimed.inherit(o.figures)
+            claimed.inherit(o)
             done[case] = claimed
             continue
         probe = next((p for p in job.probes if p.name == o.probe), Probe())
         ref = known.get((reference, o.probe))
         t0 = time.perf_counter()
-        figures = bisect_run(job, spec, o, probe, ref) if o.compiler in TORCH_COMPILERS else \
+        columns = bisect_run(job, spec, o, probe, ref) if o.compiler in TORCH_COMPILERS else \
             differential(job, spec, o, probe, ref)
-        figures.setdefault("bisect_s", time.perf_counter() - t0)
-        o.figures.update(figures)
-        culprit = Culprit.of(job.vid, o.figures)
+        columns.setdefault("bisect_s", time.perf_counter() - t0)
+        o.update(**columns)
+        culprit = Culprit.of(job.vid, o)
         done[case] = culprit
         if ledger is not None:
             _ask(ledger.settle, ledger_case, culprit)
@@ -72,14 +72,12 @@ def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference:
 
 def bisect_run(job, spec, o, probe: Probe, ref) -> dict:
     """PyTorch's CompilerBisector on the run, in the variant's sandbox."""
-    from .runner import _packed
-
     failure = o.error_type if _finding(o) == "failure" else None
     if failure is None and not isinstance(ref, list):
         return {"bisect_error": "no reference outputs to bisect against"}
     try:
         job._load()
-        reply = job.sb.request(Executor.bisect, job.vid, spec, probe, _packed(ref) if ref else [],
+        reply = job.sb.request(Executor.bisect, job.vid, spec, probe, packed_outputs(ref) if ref else [],
                                job.s.compare, failure, job.s.bisect_budget_s,
                                timeout=job.s.bisect_budget_s + (spec.timeout_s or job.s.timeout_s) * 2)
     except RemoteError as e:
@@ -100,19 +98,19 @@ def differential(job, spec, o, probe: Probe, ref) -> dict:
         if isinstance(shown, dict):
             return shown
         if not shown:
-            return Culprit(job.vid, spec.stack, "passes", i, name, OPTIMISER, done=True).figures()
+            return Culprit(job.vid, spec.stack, "passes", i, name, OPTIMISER, done=True).columns()
     for step, options in stack.unoptimised:
         shown = _shows(job, spec, o, probe, ref, options)
         if isinstance(shown, dict):
             return shown
         if not shown:
-            return Culprit(job.vid, spec.stack, step, None, None, OPTIMISER, done=True).figures()
-    return Culprit(job.vid, spec.stack, None, None, None, KERNEL_OR_CONVERSION, done=True).figures()
+            return Culprit(job.vid, spec.stack, step, None, None, OPTIMISER, done=True).columns()
+    return Culprit(job.vid, spec.stack, None, None, None, KERNEL_OR_CONVERSION, done=True).columns()
 
 
 def _shows(job, spec, o, probe: Probe, ref, options: dict):
     """Whether the stack under ``options`` (over the run's own) still shows the run's finding on its
-    probe; a dict of figures when that could not be told (its process died)."""
+    probe; a dict of columns when that could not be told (its process died)."""
     quiet = dataclasses.replace(spec, options={**spec.options, **options})
     reply = job._run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
     if isinstance(reply, Fault):

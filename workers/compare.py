@@ -24,13 +24,15 @@ SYMPTOM_ORDER = [s.value for s in Symptom]  # worst first
 
 
 @dataclass
-class Settings:
+class Tolerances:
+    """What a comparison allows: (rtol, atol) per dtype, and the oracle margins of attribution."""
+
     tolerances: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     multiplier: float = 3.0  # target blamed when its oracle error exceeds multiplier x the reference's + 1
     far: float = 1000.0  # both sides this many tolerances from the oracle: ill-conditioned
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> Settings:
+    def from_dict(cls, d: dict | None) -> Tolerances:
         d = dict(d or {})
         tols = dict(DEFAULT_TOLERANCES)
         tols.update({k: tuple(v) for k, v in (d.pop("tolerances", None) or {}).items()})
@@ -73,7 +75,7 @@ def ulp(x: torch.Tensor) -> torch.Tensor:
     return (up.double() - ax.double()).clamp_min(torch.finfo(x.dtype).tiny)
 
 
-def compare(actual: list, expected: list, settings: Settings) -> Closeness:
+def compare(actual: list, expected: list, settings: Tolerances) -> Closeness:
     c = Closeness()
     if len(actual) != len(expected):
         c.worse(Symptom.STRUCTURE, min(len(actual), len(expected)))
@@ -89,7 +91,7 @@ def compare(actual: list, expected: list, settings: Settings) -> Closeness:
     return c
 
 
-def _compare_tensor(c: Closeness, i: int, a: torch.Tensor, b: torch.Tensor, s: Settings) -> None:
+def _compare_tensor(c: Closeness, i: int, a: torch.Tensor, b: torch.Tensor, s: Tolerances) -> None:
     c.output_dtype = c.output_dtype or str(b.dtype).removeprefix("torch.")
     if a.shape != b.shape:
         c.worse(Symptom.SHAPE, i)
@@ -151,7 +153,7 @@ class Attribution:
         return cols
 
 
-def _oracle_error(x: list, oracle: list, s: Settings) -> tuple[float, str | None]:
+def _oracle_error(x: list, oracle: list, s: Tolerances) -> tuple[float, str | None]:
     """Distance from the oracle in tolerances of x's own dtype (oracle cast down to it)."""
     cast = [o.to(a.dtype) if isinstance(o, torch.Tensor) and isinstance(a, torch.Tensor)
             and a.is_floating_point() and o.is_floating_point() else o for a, o in zip(x, oracle)]
@@ -164,7 +166,7 @@ def _oracle_error(x: list, oracle: list, s: Settings) -> tuple[float, str | None
     return c.tol_ratio + (math.inf if c.nonfinite_mismatch else 0.0) + exact, c.symptom
 
 
-def attribute(target: list, reference: list, oracle: list | None, s: Settings) -> Attribution:
+def attribute(target: list, reference: list, oracle: list | None, s: Tolerances) -> Attribution:
     close = compare(target, reference, s)
     if close.passed:
         return Attribution(Verdict.AGREE, close)

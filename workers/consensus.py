@@ -16,7 +16,7 @@ import torch
 
 from core.bugs import Symptom, Verdict
 
-from .compare import Settings, compare
+from .compare import Tolerances, compare
 
 NUMPY = {  # ATen operator (its packet) -> the numpy function that computes it, argument for argument
     "aten.sign": np.sign, "aten.abs": np.abs, "aten.neg": np.negative, "aten.exp": np.exp, "aten.log": np.log,
@@ -57,11 +57,11 @@ def numpy_outputs(gm: torch.fx.GraphModule, inputs: tuple) -> list | None:
             return None
 
 
-def find_consensus(runs: list, outputs: dict, stacks: dict, settings: Settings, numpy_answer=None) -> None:
+def find_consensus(runs: list, outputs: dict, stacks: dict, settings: Tolerances, numpy_answer=None) -> None:
     """``runs``: the target outcomes judged on one probe; ``outputs``: backend -> its outputs;
     ``stacks``: backend -> stack. Marks the target-divergent runs whose stacks agree ``reference-suspect``
-    (their figures change); ``numpy_answer()`` gives numpy's outputs, or None, when asked."""
-    divergent = [o for o in runs if o.figures.get("verdict") == Verdict.TARGET_DIVERGENT]
+    (their columns change); ``numpy_answer()`` gives numpy's outputs, or None, when asked."""
+    divergent = [o for o in runs if o.verdict == Verdict.TARGET_DIVERGENT]
     if len({stacks[o.backend] for o in divergent}) < 2:
         return
     groups: list[list] = []
@@ -83,16 +83,16 @@ def find_consensus(runs: list, outputs: dict, stacks: dict, settings: Settings, 
         return
     names = ",".join(sorted({stacks[o.backend] for o in best}))
     for o in best:
-        o.figures.update(verdict=Verdict.REFERENCE_SUSPECT, consensus=names, numpy_agrees=numpy_agrees)
+        o.update(verdict=Verdict.REFERENCE_SUSPECT, consensus=names, numpy_agrees=numpy_agrees)
 
 
-def _agree(a, b, out_a: list, out_b: list, settings: Settings) -> bool:
+def _agree(a, b, out_a: list, out_b: list, settings: Tolerances) -> bool:
     """Two answers agree when they are close; or, for a NaN/Inf divergence from eager, when they have
     the same NaN and Inf positions (a NaN grid coordinate samples garbage: only *where* it is
     finite is an answer)."""
     if compare(out_a, out_b, settings).passed:
         return True
-    if a.figures.get("symptom") != Symptom.NONFINITE or b.figures.get("symptom") != Symptom.NONFINITE:
+    if a.symptom != Symptom.NONFINITE or b.symptom != Symptom.NONFINITE:
         return False
     if len(out_a) != len(out_b):
         return False

@@ -70,7 +70,7 @@ class Culprit:
             return None
         return ":".join(p for p in (self.backend, self.subsystem, pass_name(self.subsystem, self.info)) if p)
 
-    def figures(self) -> dict:
+    def columns(self) -> dict:
         values = dict(zip(FIGURES, (self.backend, self.subsystem, self.step, self.info, self.layer)))
         out = {k: v for k, v in values.items() if v is not None}
         if self.identity:
@@ -79,20 +79,20 @@ class Culprit:
             out["bisect_error"] = self.error
         return out
 
-    def inherit(self, figures: dict) -> None:
+    def inherit(self, record) -> None:
         """A run of the same case takes this attribution, and says where it came from."""
         if self.done:
-            figures.update(self.figures())
-            figures["bisect_error"] = f"not run: inherited from {self.variant_id}" + (
+            record.update(**self.columns())
+            record.bisect_error = f"not run: inherited from {self.variant_id}" + (
                 f" ({self.error})" if self.error else "")
         else:
-            figures["bisect_error"] = f"not run: being bisected on {self.variant_id}"
+            record.bisect_error = f"not run: being bisected on {self.variant_id}"
 
     @classmethod
-    def of(cls, variant_id: str, figures: dict) -> Culprit:
-        return cls(variant_id, figures.get("culprit_backend"), figures.get("culprit_subsystem"),
-                   figures.get("culprit_step"), figures.get("culprit_info"), figures.get("culprit_layer"),
-                   figures.get("bisect_error"), True)
+    def of(cls, variant_id: str, record) -> Culprit:
+        """The attribution a bisected record holds (a ``results.schema.RunRecord``)."""
+        return cls(variant_id, record.culprit_backend, record.culprit_subsystem, record.culprit_step,
+                   record.culprit_info, record.culprit_layer, record.bisect_error, True)
 
 
 class OverBudget(Exception):
@@ -132,7 +132,7 @@ def bisect(good, budget_s: float = 900.0) -> dict:
     subsystem = result.subsystem
     c = Culprit("", result.backend, subsystem, result.bisect_number, result.debug_info,
                 layer_of(result.backend, subsystem), done=True)
-    return {**out, **c.figures()}
+    return {**out, **c.columns()}
 
 
 @contextlib.contextmanager

@@ -18,12 +18,12 @@ import time
 from multiprocessing.connection import Connection
 
 from core.bugs import Mode, Stage
-from core.failures import describe, status_of_error
+from core.failures import Failure, describe
 
 from . import pipe
 from .backend import stage_of
 from .messages import Execution, PayloadReply
-from .outcome import RunOutcome
+from .outcome import new_outcome
 from .probes import Probe, ProbeSettings, choose, probed, roles, run_probes
 from .sandbox import RAISED, REPLY, rss_bytes
 from .culprit import bisect, inductor_counters
@@ -164,7 +164,7 @@ class Executor:
         from core.ir import clone_exact
 
         self._settle()
-        result = RunOutcome(backend=spec.name, stack=spec.stack, device=spec.device, **self.checksums)
+        result = new_outcome(spec, **self.checksums)
         outputs, probe_runs = None, []
         device = spec.device
         stage, started = Stage.COMPILE, None
@@ -214,9 +214,7 @@ class Executor:
         except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
             if started is not None and result.prepare_s is None:
                 result.prepare_s = time.perf_counter() - started  # the time the failed prepare took
-            d = describe(e)
-            result.error_type, result.message = d["error_type"], d["message"]
-            result.stage, result.status = stage, status_of_error(d["error_type"], d["message"])
+            Failure.from_exception(e, stage).onto(result)
         finally:
             self._release(device)
             result.compiler = compiled.get("compiler") if compiled.get("via_dynamo", True) else \

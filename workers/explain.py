@@ -18,7 +18,7 @@ is no defect
 (``core.bugs.BENIGN``). Of the hypotheses that hold, reduction order wins (it explains the least),
 then the precision whose error is closest to the target's. The emulations run once per (variant,
 probe, hypothesis), in the executor that holds the variant, and are measured against the reference
-once (``measure``); each target's run on that probe is then explained against those figures by
+once (``measure``); each target's run on that probe is then explained against those measures by
 the pool's runner, for the cost of measuring the target.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import torch
 
 from core.bugs import Explanation, Symptom, Verdict
 
-from .compare import Settings, compare
+from .compare import Tolerances, compare
 
 FACTOR = 10.0  # "the same error, to within a factor": a decade either way
 MEDIAN_FLOOR = 0.1  # tolerances (about one ulp of float32): medians below this count as equal
@@ -57,7 +57,7 @@ def hypotheses(verdict: str, device: str, precisions: set) -> tuple[Explanation,
     return ()
 
 
-def spread(actual: list, expected: list, settings: Settings) -> tuple[float, float]:
+def spread(actual: list, expected: list, settings: Tolerances) -> tuple[float, float]:
     """The worst and the median element's distance, in tolerances of its dtype, over every float output
     (positions where either side is not finite left out: the symptom covers those)."""
     errors = []
@@ -93,7 +93,7 @@ class Measured:
     median: float
 
 
-def measure(emulated: dict, reference: list, settings: Settings) -> dict:
+def measure(emulated: dict, reference: list, settings: Tolerances) -> dict:
     """Each emulation (hypothesis -> eager's outputs that way, None when eager could not) measured against
     the reference once: the same for every target judged on that probe."""
     return {mode: None if outputs is None else
@@ -101,15 +101,15 @@ def measure(emulated: dict, reference: list, settings: Settings) -> dict:
             for mode, outputs in emulated.items()}
 
 
-def explain(figures: dict, target: list, reference: list, measured: dict,
-            settings: Settings) -> tuple[Explanation, float] | None:
-    """The hypothesis of ``measured`` (``measure``'s) that explains a divergent run (its comparison columns
-    ``figures``, its ``target`` and the ``reference`` outputs), with the target's worst error over the
-    emulation's; None when none holds."""
+def explain(symptom: str | None, target: list, reference: list, measured: dict,
+            settings: Tolerances) -> tuple[Explanation, float] | None:
+    """The hypothesis of ``measured`` (``measure``'s) that explains a divergent run (its ``symptom``,
+    its ``target`` and the ``reference`` outputs), with the target's worst error over the emulation's;
+    None when none holds."""
     worst, median = spread(target, reference, settings)
     best = None
     for mode, m in measured.items():
-        if m is None or m.symptom != figures.get("symptom"):
+        if m is None or m.symptom != symptom:
             continue
         if mode == Explanation.REDUCTION_ORDER:
             if 0 < m.worst and math.isfinite(worst) and worst <= REORDER_FACTOR * m.worst and \

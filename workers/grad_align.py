@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from core.bugs import Verdict
 
 from .backends.eager import prepare_eager, prepare_eager_fp64
-from .compare import Settings, attribute, compare
+from .compare import Tolerances, attribute, compare
 from .interpret import Evaluator
 from .training import GRAD, train_step
 
@@ -91,7 +91,7 @@ def backward_ops(gm: fx.GraphModule, inputs: tuple) -> list[str]:
 class GradAligner:
     """Locate the first node whose backward diverges on one target."""
 
-    def __init__(self, variant, make_backend, device: str, input_device: str, settings: Settings,
+    def __init__(self, variant, make_backend, device: str, input_device: str, settings: Tolerances,
                  wrong: list[str], reference_device: str = "cpu"):
         self.v, self.make_backend, self.device, self.input_device = variant, make_backend, device, input_device
         self.s, self.wrong = settings, wrong  # the names of the gradient outputs that diverge
@@ -134,14 +134,12 @@ class GradAligner:
 
     def locate(self) -> dict:
         node = self.by_nodes()
-        how = "one node"
-        if node is None:
-            node, how = self.by_owner(), "owner of the first wrong gradient"
+        if node is None:  # the owner of the first wrong gradient
+            node = self.by_owner()
         if node is None:
             return {"align_error": "no node's backward diverges alone, and no wrong gradient has an owner",
                     "align_prepares": self.prepares}
-        result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares,
-                  "grad_located_by": how}
+        result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares}
         single = one_node(node, self.values)
         if single is not None:
             try:

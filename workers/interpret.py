@@ -94,7 +94,7 @@ def node_values(gm: fx.GraphModule, inputs: tuple, widen: bool = False, device: 
     return out
 
 
-def probe_nodes(gm: fx.GraphModule, values: dict) -> list[fx.Node]:
+def candidate_nodes(gm: fx.GraphModule, values: dict) -> list[fx.Node]:
     """Call nodes whose value is one tensor, in graph order: the places a divergence can start."""
     return [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(values.get(n.name), torch.Tensor)]
 

@@ -1,33 +1,54 @@
 """Tiers 1 and 3 and attribution: a target's outputs against the reference, blamed with the oracle.
 
-``judge_outputs`` is the one function that turns outputs into a record's comparison columns; the
-campaign's ``Judge`` calls it for every run, and a reproducer copies it, so both decide alike.
+``judge_outputs`` is the one function that turns outputs into a ``Judgement`` (a record's
+comparison columns); the campaign's ``Judge`` calls it for every run, and a reproducer copies it,
+so both decide alike.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
+from results.schema import RunRecord
 
-from .compare import Settings, attribute, compare
+from .compare import Attribution, Tolerances, attribute, compare
 from .messages import JudgeSettings, RunRequest
-from .outcome import RunOutcome
 from .task import canonicalize, task_agreement
 from .training import forward_count
 
 
-def judge_outputs(out: list, ref: list, oracle: list | None, settings: Settings, kind: str, names: list,
-                  detection_adapter: bool = True) -> dict:
-    """Tiers 1 and 3 of one target's outputs against the reference, attributed with the oracle:
-    the record's comparison columns (a reproducer judges with this very function)."""
+@dataclass
+class Judgement:
+    """One target's outputs judged: the attribution, the symptom (a gradient's own when only a gradient
+    differs) and the task-level agreement where a task applies."""
+
+    attribution: Attribution
+    symptom: str | None
+    task_metric: str | None = None
+    task_agree: float | None = None
+    top5_agree: float | None = None
+
+    @property
+    def verdict(self) -> str:
+        return self.attribution.verdict
+
+    def columns(self) -> dict:
+        """The record's comparison columns (``worst_output`` an index into the outputs)."""
+        return {**self.attribution.columns(), "symptom": self.symptom, "task_metric": self.task_metric,
+                "task_agree": self.task_agree, "top5_agree": self.top5_agree}
+
+
+def judge_outputs(out: list, ref: list, oracle: list | None, settings: Tolerances, kind: str, names: list,
+                  detection_adapter: bool = True) -> Judgement:
+    """Tiers 1 and 3 of one target's outputs against the reference, attributed with the oracle
+    (a reproducer judges with this very function)."""
     v = attribute(out, ref, oracle, settings)
-    figures = v.columns()
+    symptom = v.closeness.symptom
     k = forward_count(names)
-    if v.closeness.symptom is not None and k < len(names) and compare(out[:k], ref[:k], settings).passed:
+    if symptom is not None and k < len(names) and compare(out[:k], ref[:k], settings).passed:
         # training: the forward and the loss agree, a gradient does not (its NaN/Inf pattern, or its values)
-        figures["symptom"] = Symptom.GRAD_NONFINITE if v.closeness.symptom == Symptom.NONFINITE else Symptom.GRAD
-    figures.update(task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
-    return figures
+        symptom = Symptom.GRAD_NONFINITE if symptom == Symptom.NONFINITE else Symptom.GRAD
+    return Judgement(v, symptom, **task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
 
 
 @dataclass(frozen=True)
@@ -38,7 +59,7 @@ class RefusedProbe:
     error_type: str
     message: str
 
-    def excuse(self, o: RunOutcome) -> None:
+    def excuse(self, o: RunRecord) -> None:
         """A target's outcome on this probe: an error is skipped (the reference raised too); a crash,
         timeout or out-of-memory stays a finding; a result has no reference to compare with."""
         if o.status in (Status.ERROR, Status.UNSUPPORTED):
@@ -46,7 +67,7 @@ class RefusedProbe:
             o.message = f"the reference fails on this probe too ({self.error_type}: {self.message[:200]}); " \
                         f"this stack: {o.message or ''}"[:2000]
         elif o.status == Status.OK:
-            o.figures = {"verdict": Verdict.NO_REFERENCE}
+            o.verdict = Verdict.NO_REFERENCE
 
 
 class Judge:
@@ -60,24 +81,31 @@ class Judge:
         self.canon = lambda out: None if out is None else (canonicalize(out, self.names) if boxes else out)
         self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
 
-    def __call__(self, o: RunOutcome, outputs: list) -> None:
+    def __call__(self, o: RunRecord, outputs: list) -> None:
         if self.ref is None:
-            o.figures = {"verdict": Verdict.NO_REFERENCE}
+            o.verdict = Verdict.NO_REFERENCE
             return
         out = self.canon(outputs)
         if o.backend == self.s.oracle:
-            o.figures = {**attribute(out, self.ref, None, self.s.compare).columns(), "verdict": Verdict.ORACLE}
+            self._set(o, {**attribute(out, self.ref, None, self.s.compare).columns(), "verdict": Verdict.ORACLE})
             return
-        o.figures = judge_outputs(out, self.ref, self.oracle, self.s.compare, self.kind, self.names,
-                                  self.s.detection_adapter)
+        self._set(o, judge_outputs(out, self.ref, self.oracle, self.s.compare, self.kind, self.names,
+                                   self.s.detection_adapter).columns())
         if self.seed is not None:
             self._metamorphic(o, out)
-        if o.figures["verdict"] in DIVERGENT:
+        if o.verdict in DIVERGENT:
             o.status, o.stage = Status.MISMATCH, Stage.COMPARE
 
-    def _metamorphic(self, o: RunOutcome, out: list) -> None:
+    def _set(self, o: RunRecord, columns: dict) -> None:
+        """The columns on the record, the worst output by its name."""
+        i = columns.get("worst_output")
+        if i is not None:
+            columns["worst_output"] = self.names[i] if i < len(self.names) else str(i)
+        o.update(**columns)
+
+    def _metamorphic(self, o: RunRecord, out: list) -> None:
         meta = compare(out, self.seed, self.s.compare)
-        o.figures["metamorphic_err"] = meta.tol_ratio
-        if o.figures["verdict"] == Verdict.ILL_CONDITIONED and not meta.passed and \
+        o.metamorphic_err = meta.tol_ratio
+        if o.verdict == Verdict.ILL_CONDITIONED and not meta.passed and \
                 compare(self.ref, self.seed, self.s.compare).passed:
-            o.figures["verdict"] = Verdict.TARGET_DIVERGENT  # the reference keeps the seed's meaning; the target does not
+            o.verdict = Verdict.TARGET_DIVERGENT  # the reference keeps the seed's meaning; the target does not

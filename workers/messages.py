@@ -1,7 +1,7 @@
 """What crosses the boundaries of the worker stage, as named types.
 
 The driver hands a pool worker a ``RunRequest`` (one variant, the backends of that pool, the
-judging settings) and gets back ``RunOutcome``s; a call of a function in a worker's sandbox
+judging settings) and gets back ``results.schema.RunRecord``s; a call of a function in a worker's sandbox
 (a seed build, a seed scan) comes back as a ``CallReply``. Inside a worker, the executor process
 answers each backend run with an ``Execution``.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .compare import Settings
-from .outcome import RunOutcome
+from results.schema import RunRecord
+
+from .compare import Tolerances
 from .probes import ProbeRun, ProbeSettings
 from .registry import BackendSpec
 
@@ -48,7 +49,7 @@ class JudgeSettings:
     timeout_s: float = 300.0
     repeats: int = 3
     retry_faults: bool = True
-    compare: Settings = field(default_factory=Settings)
+    compare: Tolerances = field(default_factory=Tolerances)
     detection_adapter: bool = True  # canonical candidate order before comparing and before NMS
     align: bool = True  # tier 2 for target-divergent runs
     ledger: object = None  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run
@@ -77,6 +78,6 @@ class Execution:
     """One backend's prepare and timed calls in the executor process: how it ended and what it cost
     (the outcome, without the worker's provenance), and its outputs for the judge."""
 
-    outcome: RunOutcome
+    outcome: RunRecord
     outputs: list | None = None
     probes: list[ProbeRun] = field(default_factory=list)  # the other probes' calls on the prepared backend

@@ -13,10 +13,12 @@ import platform
 import socket
 import time
 
-from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
 import torch
 
+from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
+from core.failures import Failure
 from core.ir import tensor_from_wire, tensor_to_wire
+from results.schema import RunRecord
 
 from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
 from .attribution import attribute_findings
@@ -26,7 +28,7 @@ from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
-from .outcome import RunOutcome
+from .outcome import new_outcome
 from .probes import EXAMPLE, Probe, ProbeRun
 from .registry import BackendSpec
 from .sandbox import Fault, RemoteError, Sandbox
@@ -39,28 +41,22 @@ def _versions() -> dict:
     return {"torch": torch.__version__, "python": platform.python_version(), "os": platform.platform()}
 
 
-def _provenance(out: RunOutcome, spec: BackendSpec, worker: str) -> RunOutcome:
+def _provenance(out: RunRecord, spec: BackendSpec, worker: str) -> RunRecord:
     """Where and with what an outcome was had: the options, the stack's version, the host and worker."""
-    out.options, out.backend_version = dict(spec.options), spec.backend_cls().version()
+    out.backend_options, out.backend_version = dict(spec.options), spec.backend_cls().version()
     out.host, out.worker, out.versions = socket.gethostname(), worker, _versions()
+    out.torch_version = out.versions["torch"]
     return out
 
 
-def _fault_outcome(spec: BackendSpec, fault: Fault, probe: Probe) -> RunOutcome:
-    return RunOutcome(spec.name, spec.stack, spec.device, status=fault.status, stage=Stage.RUN, cause=fault.cause,
-                      message=fault.message, error_type=fault.cause.split(":")[-1].split()[0] if fault.cause else None,
-                      probe=probe.name, probe_recipe=probe.recipe())
-
-
-def _probe_outcome(example: RunOutcome, run: ProbeRun) -> RunOutcome:
+def _probe_outcome(example: RunRecord, run: ProbeRun) -> RunRecord:
     """A probe's record: the example's backend and provenance, the probe's own call."""
     failed = run.status != Status.OK
     return dataclasses.replace(
         example, probe=run.probe.name, probe_recipe=run.probe.recipe(), status=run.status,
         stage=Stage.RUN if failed else None, error_type=run.error_type, message=run.message, cause=None,
         prepare_s=None, first_run_s=None, latency_ms=None if run.run_s is None else 1e3 * run.run_s, run_s=run.run_s,
-        runs=1, nondeterministic=None, inputs_mutated=None, input_checksum=run.input_checksum, figures={},
-        worker_s=0.0)
+        runs=1, nondeterministic=None, inputs_mutated=None, input_checksum=run.input_checksum, worker_s=0.0)
 
 
 class VariantJob:
@@ -132,12 +128,12 @@ class VariantJob:
         device = self.s.reference.split("@")[-1]
         return device if device == spec.device else "cpu"
 
-    def explain(self, o: RunOutcome, spec: BackendSpec, probe: Probe, reference: list, output_kind: str) -> None:
+    def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list, output_kind: str) -> None:
         """The hypothesis that explains a divergent run (``workers.explain``), from eager's emulations on
         the probe, each computed once per probe for all the targets; a fault or error leaves it unexplained."""
         if output_kind == "boxes":
             return  # detections are compared after canonical ordering: emulations are not
-        modes = hypotheses(o.figures.get("verdict"), o.device, declared(o.backend_info, spec.options))
+        modes = hypotheses(o.verdict, o.device, declared(o.backend_info, spec.options))
         done = self.emulated.setdefault(probe.name, {})
         missing = tuple(m for m in modes if m not in done)
         if missing:
@@ -151,10 +147,10 @@ class VariantJob:
                 self.loaded = False  # the executor that held the variant is gone
             done.update(measure(reply, reference, self.s.compare) if isinstance(reply, dict) else
                         dict.fromkeys(missing))
-        found = explain(o.figures, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
+        found = explain(o.symptom, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
                         self.s.compare)
         if found is not None:
-            o.figures["explanation"], o.figures["explain_ratio"] = str(found[0]), found[1]
+            o.explanation, o.explain_ratio = str(found[0]), found[1]
 
     def numpy_answer(self, probe: Probe) -> list | None:
         """numpy's outputs on a probe of a one-operator graph (``workers.consensus``); None when it has none."""
@@ -168,7 +164,7 @@ class VariantJob:
             return None
         return reply
 
-    def run(self, spec: BackendSpec) -> list[RunOutcome]:
+    def run(self, spec: BackendSpec) -> list[RunRecord]:
         """One outcome per probe (the example's first), or the one failure that stopped the backend."""
         t0 = time.perf_counter()
         try:
@@ -176,8 +172,7 @@ class VariantJob:
             others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
             reply = self._run_once(spec, others)
         except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
-            reply = RunOutcome(spec.name, spec.stack, spec.device, status=Status.ERROR, stage=Stage.RUN,
-                               error_type=e.info["error_type"], message=e.info["message"])
+            reply = new_outcome(spec, Failure.from_error(e.info, Stage.RUN))
         if isinstance(reply, Fault):
             outcomes = self._isolate(spec, reply, others)
         elif isinstance(reply, Execution):
@@ -189,7 +184,7 @@ class VariantJob:
         outcomes[0].worker_s = time.perf_counter() - t0
         return outcomes
 
-    def _take(self, spec: BackendSpec, reply: Execution) -> list[RunOutcome]:
+    def _take(self, spec: BackendSpec, reply: Execution) -> list[RunRecord]:
         example = reply.outcome
         self.outputs[(spec.name, EXAMPLE)] = reply.outputs
         outcomes = [example]
@@ -198,10 +193,10 @@ class VariantJob:
             outcomes.append(_probe_outcome(example, run))
         return outcomes
 
-    def _isolate(self, spec: BackendSpec, fault: Fault, others: list[Probe]) -> list[RunOutcome]:
+    def _isolate(self, spec: BackendSpec, fault: Fault, others: list[Probe]) -> list[RunRecord]:
         """The process died: the example alone (the retry that tells a reproducible fault), then each probe
         alone, so that each record says which input set killed it."""
-        out = _fault_outcome(spec, fault, Probe())
+        out = new_outcome(spec, Failure.from_fault(fault, Stage.RUN))
         if not others:  # no probes: the retry only tells a reproducible fault from a flaky one
             if self.s.retry_faults:
                 out.reproducible = isinstance(self._run_once(spec, []), Fault)
@@ -214,7 +209,7 @@ class VariantJob:
         for probe in others:
             reply = self._run_once(spec, [probe], repeats=0)
             if isinstance(reply, Fault):
-                outcomes.append(_fault_outcome(spec, reply, probe))
+                outcomes.append(new_outcome(spec, Failure.from_fault(reply, Stage.RUN), probe))
             else:
                 outcomes += self._take(spec, reply)[1:]
         return outcomes
@@ -235,7 +230,7 @@ def _unpacked(outputs):
 
 
 def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None = None, worker: str = "",
-                fetch=None) -> tuple[list[RunOutcome], dict]:
+                fetch=None) -> tuple[list[RunRecord], dict]:
     """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later."""
     s = request.settings
     job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch)
@@ -250,7 +245,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             if o.status in (Status.ERROR, Status.UNSUPPORTED):  # an input the model refuses: not a finding
                 o.status = Status.SKIPPED
                 o.message = f"the reference refuses this probe: {o.error_type}: {o.message or ''}"[:2000]
-    located: dict[tuple, RunOutcome] = {}  # (backend, symptom) -> its first located run in this variant
+    located: dict[tuple, RunRecord] = {}  # (backend, symptom) -> its first located run in this variant
     for probe in job.probes:
         refused = known.get((s.reference, probe.name))
         if isinstance(refused, RefusedProbe):
@@ -270,21 +265,21 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                        lambda: job.numpy_answer(probe))
         for o in judged:
             if s.explain and request.mode == Mode.INFERENCE and \
-                    o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
+                    o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
                 job.explain(o, specs[o.backend], probe, known[(s.reference, probe.name)], request.output_kind)
-            symptom_located = (o.backend, o.figures.get("symptom"))
-            if o.figures.get("verdict") in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and s.align:
+            symptom_located = (o.backend, o.symptom)
+            if o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and s.align:
                 if symptom_located in located:
                     _share_location(o, located[symptom_located])
                 else:
-                    case = align_case(request.seed_id, bug_key(o.key_fields()), o.figures.get("output_dtype"))
+                    case = align_case(request.seed_id, bug_key(o.key_fields()), o.output_dtype)
                     wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], known[(s.reference, probe.name)],
                                             request.output_names, s.compare) \
-                        if o.figures.get("symptom") in GRADIENT_SYMPTOMS else ()
+                        if o.symptom in GRADIENT_SYMPTOMS else ()
                     _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
                     located[symptom_located] = o
-                if o.figures.get("amplified"):
-                    o.figures["verdict"] = Verdict.AMPLIFIED
+                if o.amplified:
+                    o.verdict = Verdict.AMPLIFIED
     if s.bisect:
         attribute_findings(job, outcomes, specs, known, s.reference, request.seed_id, s.ledger)
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
@@ -294,18 +289,16 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     return outcomes, home
 
 
-def _share_location(o: RunOutcome, first: RunOutcome) -> None:
+def _share_location(o: RunRecord, first: RunRecord) -> None:
     """Tier 2 runs once per (variant, backend, symptom), on the first probe that diverges so (it re-runs
     the graph node by node, which on a model costs more than all the probes); a later probe with the
     same symptom takes that location (a NaN probe's divergence has a tier 2 of its own: its cause
     is seldom the example's)."""
-    if first.figures.get("first_div_op"):
-        for k in LOCATION_FIELDS:
-            if k in first.figures:
-                o.figures[k] = first.figures[k]
-        o.figures["align_error"] = f"not run: located on probe {first.probe}"
+    if first.first_div_op:
+        o.update(**{k: getattr(first, k) for k in LOCATION_FIELDS})
+        o.align_error = f"not run: located on probe {first.probe}"
     else:
-        o.figures["align_error"] = f"not run: left to probe {first.probe} of this variant and backend"
+        o.align_error = f"not run: left to probe {first.probe} of this variant and backend"
 
 
 def wrong_gradients(out: list, ref: list, names: list, settings) -> tuple:
@@ -314,14 +307,14 @@ def wrong_gradients(out: list, ref: list, names: list, settings) -> tuple:
                  if str(names[i]).startswith(GRAD) and not compare([out[i]], [ref[i]], settings).passed)
 
 
-def _locate(job: VariantJob, spec: BackendSpec, o: RunOutcome, case: str, ledger, probe: Probe,
+def _locate(job: VariantJob, spec: BackendSpec, o: RunRecord, case: str, ledger, probe: Probe,
             wrong_grads: tuple = ()) -> None:
     """Tier 2 for one target-divergent run, unless the ledger says its case is located elsewhere."""
     known = _ask(ledger.claim, case, job.vid) if ledger is not None else None
     if known:
-        known.inherit(o.figures)
+        known.inherit(o)
         return
     t1 = time.perf_counter()
-    o.figures.update(job.align(spec, probe, wrong_grads, o.figures.get("symptom")), align_s=time.perf_counter() - t1)
+    o.update(**job.align(spec, probe, wrong_grads, o.symptom), align_s=time.perf_counter() - t1)
     if ledger is not None:
-        _ask(ledger.settle, case, Location.of(job.vid, o.figures))
+        _ask(ledger.settle, case, Location.of(job.vid, o))

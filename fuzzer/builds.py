@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.bugs import Mode, Stage, Status
+from core.bugs import Mode, Stage
+from core.failures import Failure
 from seeds.spec import SeedInfo
 from workers.messages import CallReply, PayloadReply
 
@@ -63,11 +64,7 @@ class SeedBuild(PayloadReply):
     """A seed's build: its variants, or where and why it failed."""
 
     seed_id: str = ""
-    status: Status = Status.OK
-    stage: Stage | None = None
-    error_type: str | None = None
-    message: str | None = None
-    cause: str | None = None
+    failure: Failure | None = None
     seed: SeedInfo | None = None
     variants: list[BuiltVariant] = field(default_factory=list)
     capture_s: float | None = None
@@ -80,19 +77,21 @@ class SeedBuild(PayloadReply):
 
     @property
     def ok(self) -> bool:
-        return self.status == Status.OK
+        return self.failure is None
 
     @classmethod
     def from_reply(cls, seed_id: str, reply: CallReply | None, lost: Exception | None = None) -> SeedBuild:
         """The build a worker's reply holds; a build that killed its sandbox (or its worker) fails at capture."""
-        if lost is not None:
-            return cls(seed_id=seed_id, status=Status.ERROR, stage=Stage.CAPTURE, error_type="WorkerLost",
-                       message=str(lost)[:2000])
-        if reply.fault is not None:
-            f = reply.fault
-            return cls(seed_id=seed_id, status=f.status, stage=Stage.CAPTURE, error_type=f.cause, message=f.message,
-                       cause=f.cause)
-        if reply.error is not None:
-            return cls(seed_id=seed_id, status=Status.ERROR, stage=Stage.CAPTURE, error_type=reply.error["error_type"],
-                       message=reply.error["message"])
-        return reply.value
+        failure = reply_failure(reply, lost, Stage.CAPTURE)
+        return reply.value if failure is None else cls(seed_id=seed_id, failure=failure)
+
+
+def reply_failure(reply: CallReply | None, lost: Exception | None, stage: Stage) -> Failure | None:
+    """What failed of a call in a sandbox: its worker lost, its process dead, or an error it raised."""
+    if lost is not None:
+        return Failure.lost(lost, stage)
+    if reply.fault is not None:
+        return Failure.from_fault(reply.fault, stage)
+    if reply.error is not None:
+        return Failure.from_error(reply.error, stage)
+    return None
