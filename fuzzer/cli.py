@@ -20,8 +20,8 @@ SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict"]
 
 
 def _records(run_dir: str, columns: list[str] | None = None):
-    from analysis.folder import FolderError
-    from analysis.store import RecordStore
+    from results.folder import FolderError
+    from results.store import RecordStore
 
     try:
         store = RecordStore(run_dir)
@@ -36,7 +36,7 @@ def _records(run_dir: str, columns: list[str] | None = None):
 
 
 def cmd_run(args) -> int:
-    from analysis.folder import Folder, FolderError, run_folder_around
+    from results.folder import Folder, FolderError, run_folder_around
     from analysis.triage import render_summary
     from core.bugs import Status, Verdict
 
@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
 
 def _run(run_dir: str, args=None):
     from analysis.api import load_run
-    from analysis.store import ResultsError
+    from results.store import ResultsError
 
     try:
         return load_run(run_dir, getattr(args, "known", None), getattr(args, "catalog", None))
@@ -139,7 +139,7 @@ def cmd_report(args) -> int:
 def _check_report_out(out: Path, run) -> None:
     """A report is written beside the run's own files or outside every run folder, never into
     another run's folder nor into a ``records/`` (where every later triage would read it)."""
-    from analysis.folder import run_folder_around
+    from results.folder import run_folder_around
 
     if out.is_dir():
         raise UserError(f"{out}: is a folder; give --out the report's file name ({out / 'report.html'})")
@@ -164,7 +164,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_repro(args) -> int:
-    from analysis.store import ResultsError
+    from results.store import ResultsError
 
     from .repro import ReproError, reproduce_cluster
 
@@ -229,8 +229,10 @@ def cmd_seeds(args) -> int:
 def cmd_seeds_scan(args) -> int:
     from analysis.seed_report import render_scan_summary
 
+    from workers.jobs import Stranded
+
+    from .catalog_scan import pick, scan
     from .launch import LaunchError, check_address
-    from .scan import pick, scan
 
     ids = pick(_seed_ids(args), args.sample, args.seed)
     out = Path(args.out)
@@ -248,6 +250,8 @@ def cmd_seeds_scan(args) -> int:
     try:
         catalog = scan(ids, args.out, workers=args.workers, timeout_s=args.timeout, max_params=args.max_params,
                        memory_gb=args.memory_gb, address=args.address, progress=not args.quiet)
+    except Stranded as e:
+        raise UserError(f"seeds scan: {e}") from None
     except OSError as e:  # the catalog's disk, at the end
         if isinstance(e, ConnectionError):
             raise
@@ -294,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser(COMMANDS).parse_args(argv)
-    from analysis.store import ResultsError
+    from results.store import ResultsError
     from core.registry import PluginError
     from seeds import SeedError
     from workers.registry import BackendError

@@ -92,7 +92,7 @@ def test_unavailable_targets_are_an_error_unless_skipped(tmp_path):
     given["backends"]["skip_unavailable"] = True
     d = Driver(from_dict(given, "c.yaml"), tmp_path)
     d.check_available()
-    assert "eager@cuda" not in d.specs and "inductor@cpu" in d.specs and d.devices == ["cpu"]
+    assert "eager@cuda" not in d.pools.specs and "inductor@cpu" in d.pools.specs and d.pools.devices == ["cpu"]
     only_cuda = {**BASE, "backends": {"targets": ["eager@cuda"], "skip_unavailable": True}}
     with pytest.raises(CampaignError, match="no target backend is available"):
         Driver(from_dict(only_cuda, "c.yaml"), tmp_path).check_available()
@@ -114,7 +114,7 @@ def test_resume_accepts_keys_added_since_and_names_a_changed_one(tmp_path, write
 
 
 def test_a_selection_can_keep_only_the_seeds_that_ran_in_a_catalog(tmp_path):
-    from analysis.catalog import Catalog, CatalogRow
+    from results.catalog import Catalog, CatalogRow
 
     Catalog(tmp_path / "scan").write([CatalogRow(seed_id="timm/test_resnet", source="timm"),
                                       CatalogRow(seed_id="timm/test_vit", source="timm", status="error", stage="capture")])
