@@ -51,7 +51,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
     r.add_argument("--out", type=path_arg, help="run folder: a path, or a URI such as s3://bucket/runs/x "
                    "(default: <output>/<name> from the campaign)")
-    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--quiet", action="store_true", help="no progress display (live on a terminal, lines in a log)")
     r.set_defaults(fn=commands["run"])
 
     t = sub.add_parser("triage", help="cluster table of a run folder")
@@ -92,7 +92,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     sc.add_argument("--max-params", type=positive_int, default=100_000_000, help="parameter cap")
     sc.add_argument("--memory-gb", type=positive_float, help="memory limit per worker")
     sc.add_argument("--address", help="Ray cluster to join")
-    sc.add_argument("--quiet", action="store_true", help="no progress line")
+    sc.add_argument("--quiet", action="store_true", help="no progress display (live on a terminal, lines in a log)")
     sc.add_argument("--resume", action="store_true",
                     help="continue a scan (what it always does: seeds already in the catalog are skipped)")
     sc.set_defaults(fn=commands["seeds scan"])

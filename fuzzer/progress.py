@@ -1,50 +1,120 @@
-"""One status line for long work: rewritten in place on a terminal, printed periodically otherwise."""
+"""Progress of long work (a campaign, a seed scan): a campaign runs for hours, and whoever watches it wants
+to know how far it is, how fast it goes, when it ends and what it has found so far, per status and per
+backend. On a terminal that is a rich live display, redrawn in place a few times a second; in a log (CI, a
+file) it is a plain ASCII line every ``every_s`` seconds and at the end, with no escape codes or carriage
+returns to garble it; with ``--quiet`` (``enabled=False``) it is nothing at all."""
 from __future__ import annotations
 
 import sys
 import time
 from collections import Counter
 
+REFRESH_S = 0.25  # the live display is redrawn at most 4 times a second
+
+
+def clock(s: float) -> str:
+    """``3:20`` below an hour, ``1:03:20`` above."""
+    s = int(max(0, s))
+    h, m = divmod(s // 60, 60)
+    return f"{h}:{m:02d}:{s % 60:02d}" if h else f"{m}:{s % 60:02d}"
+
 
 class Progress:
     def __init__(self, total: int, unit: str = "runs", stream=None, every_s: float = 10.0, enabled: bool = True):
         self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.tty = bool(getattr(self.stream, "isatty", None) and self.stream.isatty())
         self.total, self.unit = total, unit
         self.status: Counter = Counter()  # what finished, by status
+        self.backend: Counter = Counter()  # what finished, by backend name
         self.context = ""  # e.g. "seeds 2/3  variants 5"
         self.t0 = time.monotonic()
-        self.last = 0.0
+        self.last = float("-inf")
         self.every_s = every_s
         self.enabled = enabled
+        self._live = None  # started by the first update on a terminal, stopped by close
+        self._closed = False
+        self._shown = None  # what the last plain line showed
 
     @property
     def done(self) -> int:
         return sum(self.status.values())
 
+    def count(self, status: str, backend: str | None = None, n: int = 1) -> None:
+        self.status[status] += n
+        if backend is not None:
+            self.backend[backend] += n
+
+    def _numbers(self) -> tuple[float, float, str]:
+        """Seconds elapsed, finished per minute, and the time left as text."""
+        el = time.monotonic() - self.t0
+        rate = self.done / max(1e-9, el) * 60
+        known = self.done > 0 and self.total > 0
+        return el, rate, clock(max(0, self.total - self.done) / rate * 60) if known else "-"
+
+    def counts(self) -> str:
+        """``ok 40 mismatch 3 | inductor@cpu 15 onnxruntime@cpu 14``"""
+        parts = [" ".join(f"{k} {v}" for k, v in sorted(c.items()) if v) for c in (self.status, self.backend)]
+        return " | ".join(p for p in parts if p)
+
     def line(self) -> str:
-        el = int(time.monotonic() - self.t0)
-        rate = self.done / max(1e-9, time.monotonic() - self.t0) * 60
-        shown = " ".join(f"{k} {v}" for k, v in sorted(self.status.items()))
+        el, rate, eta = self._numbers()
         ctx = f"{self.context}  " if self.context else ""
-        return f"[{el // 60:02d}:{el % 60:02d}] {ctx}{self.unit} {self.done}/{self.total} ({rate:.0f}/min)  {shown}"
+        return f"[{clock(el)}] {ctx}{self.unit} {self.done}/{self.total} ({rate:.0f}/min)  eta {eta}  {self.counts()}"
+
+    def _safe(self, text: str) -> str:
+        """What the stream's encoding can write (an ascii log gets ``?`` for anything else)."""
+        enc = getattr(self.stream, "encoding", None) or "utf-8"
+        return text.encode(enc, "replace").decode(enc)
+
+    def __rich__(self):  # what the live display shows, built anew at each refresh
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+        el, rate, eta = self._numbers()
+        row = Table.grid(padding=(0, 2))
+        row.add_row(ProgressBar(max(self.total, self.done) or None, self.done, width=24),
+                    f"{self.unit} {self.done}/{self.total}  {rate:.0f}/min  eta {eta}  [{clock(el)}]")
+        below = "  ".join(p for p in (self.context, self.counts()) if p)
+        # "fold", never "ellipsis": an ascii terminal cannot write the ellipsis
+        return Group(row, Text(self._safe(below), overflow="fold")) if below else row
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        console = Console(file=self.stream, force_terminal=True, highlight=False)
+        # refreshed by update, not by a thread of rich's own: the counters change only there
+        self._live = Live(self, console=console, auto_refresh=False, transient=False)
+        self._live.start()
+        self.last = float("-inf")
 
     def update(self, force: bool = False) -> None:
         if not self.enabled:
             return
+        self._closed = False
         now = time.monotonic()
         if self.tty:
-            if force or now - self.last > 0.2:
-                self.stream.write("\r" + self.line()[:160].ljust(100))
-                self.stream.flush()
+            if self._live is None:
+                self._start()
+            if force or now - self.last >= REFRESH_S:
+                self._live.refresh()
                 self.last = now
-        elif force or now - self.last > self.every_s:
-            self.stream.write(self.line() + "\n")
+        elif force or now - self.last >= self.every_s:
+            self.stream.write(self._safe(self.line()) + "\n")
             self.stream.flush()
-            self.last = now
+            self.last, self._shown = now, self._state()
+
+    def _state(self) -> tuple:
+        return self.done, self.total, self.context, sorted(self.status.items()), sorted(self.backend.items())
 
     def close(self) -> None:
-        if self.enabled:
+        if not self.enabled or self._closed:
+            return
+        if self.tty:
+            if self._live is None:
+                self._start()
+            self._live.stop()  # draws the final state, and leaves it on the screen
+            self._live = None
+        elif self._shown != self._state():  # a log needs no repeat of its last line
             self.update(force=True)
-            if self.tty:
-                self.stream.write("\n")
+        self._closed = True
