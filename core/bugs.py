@@ -63,7 +63,11 @@ class Status(StrEnum):
     OOM = "oom"
     UNSUPPORTED = "unsupported"  # the stack said it cannot do this (not implemented, no kernel)
     INVALID = "invalid"
-    SKIPPED = "skipped"  # a seed over the parameter cap (seed catalog only)
+    # Not a finding, in the seed catalog and in run records alike. Catalog: a seed over the parameter
+    # cap. Runs: a seed whose build, capture or reference run raised, or that cannot be rebuilt at a
+    # size or trained (``fuzzer.records``, ``fuzzer.generate``); a probe the reference refuses, on the
+    # reference and on a target that fails it too (``workers.runner``, ``workers.judge``).
+    SKIPPED = "skipped"
 
 
 class Stage(StrEnum):
@@ -118,10 +122,18 @@ class Mode(StrEnum):
 GRADIENT_SYMPTOMS = (Symptom.GRAD_NONFINITE, Symptom.GRAD)
 
 
+class ReproStatus(StrEnum):
+    """How a minimised reproducer did in fresh processes (``gapfuzz repro``, ``fuzzer.repro``)."""
+
+    REPRODUCIBLE = "reproducible"  # failed in every try
+    FLAKY = "flaky"  # failed in some tries only
+    NOT_REPRODUCED = "not-reproduced"  # failed in none, or the representative itself did not show the bug
+
+
 class Kind(StrEnum):
     """The kinds of cluster."""
 
-    CRASH = Status.CRASH.value  # a run that raised, died, hung or ran out of memory
+    FAILURE = "crash"  # a run that raised, died, hung or ran out of memory (its clusters keep the name "crash")
     DISCREPANCY = "discrepancy"  # a run that completed with a different answer
     BENIGN = "benign"  # a difference explained without a defect (reduction order, ill-conditioning)
 
@@ -142,6 +154,8 @@ class Explanation(StrEnum):
 BENIGN = (Explanation.REDUCTION_ORDER, Explanation.ILL_CONDITIONED, Explanation.AMPLIFIED)
 
 
+DEFAULT_REFERENCE = "eager@cpu"  # a campaign's reference and oracle when it names none
+DEFAULT_ORACLE = "eager-fp64@cpu"
 EXAMPLE_PROBE = "example"  # the probe that feeds a variant its capture's own inputs (workers.probes)
 
 FAILED = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR, Status.UNSUPPORTED, Status.INVALID)
@@ -176,7 +190,7 @@ class BugKey:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return FAILURE_FIELDS if self.kind == Kind.CRASH else DIVERGENCE_FIELDS
+        return FAILURE_FIELDS if self.kind == Kind.FAILURE else DIVERGENCE_FIELDS
 
     def __getitem__(self, name: str) -> str:
         return self.parts[self.names.index(name)]
@@ -196,7 +210,7 @@ class BugKey:
         not test hypotheses again."""
         if other is None or other.kind != self.kind:
             return False
-        if self.kind == Kind.CRASH:
+        if self.kind == Kind.FAILURE:
             return other.parts[:-1] == self.parts[:-1]  # a candidate's run is not bisected
         if self["explanation"] != MISSING:
             return other["stack_device"] == self["stack_device"]
@@ -289,7 +303,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
              "culprit": culprit, "band": error_band(col("tol_ratio", pa.float64()))}
     benign = pc.and_(discrepancy, among(explanation, BENIGN))
     none = pa.scalar(None, pa.string())
-    kind = pc.if_else(failed, str(Kind.CRASH), pc.if_else(benign, str(Kind.BENIGN),
+    kind = pc.if_else(failed, str(Kind.FAILURE), pc.if_else(benign, str(Kind.BENIGN),
                                                           pc.if_else(discrepancy, str(Kind.DISCREPANCY), none)))
     sep = "\x1f"
     joined = pc.if_else(failed, pc.binary_join_element_wise(kind, *(parts[f] for f in FAILURE_FIELDS[:-1]), sep),
@@ -339,7 +353,7 @@ def bug_key_list(records: list[Mapping]) -> list[BugKey | None]:
     for keys in bug_keys(pa.Table.from_pylist(rows, schema=_key_schema())).to_pylist():
         kind = None if keys["kind"] is None else Kind(keys["kind"])
         out.append(None if kind is None else BugKey(kind, tuple(
-            keys[f] for f in (FAILURE_FIELDS if kind == Kind.CRASH else DIVERGENCE_FIELDS))))
+            keys[f] for f in (FAILURE_FIELDS if kind == Kind.FAILURE else DIVERGENCE_FIELDS))))
     return out
 
 

@@ -225,6 +225,21 @@ def tensor_from_wire(w: dict, copy: bool = True) -> torch.Tensor:
     return out
 
 
+def packed_outputs(outputs):
+    """Outputs as they travel to later pools: tensors as wires (pickle cannot carry some dtypes: uint16,
+    float8, complex32), other leaves as they are. Anything but a list (a refused probe) travels as it is."""
+    if not isinstance(outputs, list):
+        return outputs
+    return [tensor_to_wire(x) if isinstance(x, torch.Tensor) else x for x in outputs]
+
+
+def unpacked_outputs(outputs):
+    """``packed_outputs`` undone."""
+    if not isinstance(outputs, list):
+        return outputs
+    return [tensor_from_wire(x) if isinstance(x, dict) else x for x in outputs]
+
+
 def checksum(tensors) -> str:
     """XXH3-128 over (name, dtype, shape, bytes) in order; the bytes ignore strides. A check that
     each backend got what was sent, not a defence against tampering: the fast hash keeps it a few

@@ -19,7 +19,7 @@ import yaml
 from core.bugs import Mode
 from core.registry import did_you_mean
 from core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
-from workers.compare import DEFAULT_TOLERANCES, Settings
+from workers.compare import DEFAULT_TOLERANCES, Tolerances
 from workers.pool import PoolSettings
 from workers.probes import KINDS, ProbeSettings
 from workers.registry import BackendError, BackendSpec, parse_backend
@@ -302,7 +302,7 @@ def _resolve(config: dict, source: str) -> Campaign:
                                  v["max_tries"]),
         backends=backends,
         run=RunSettings(**r),
-        compare=CompareSettings(Settings.from_dict({k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")}),
+        compare=CompareSettings(Tolerances.from_dict({k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far")}),
                                 cmp_cfg["sweep"], cmp_cfg["detection_adapter"], cmp_cfg["align"],
                                 cmp_cfg["align_scope"], cmp_cfg["explain"], cmp_cfg["bisect"],
                                 cmp_cfg["bisect_budget_s"]),

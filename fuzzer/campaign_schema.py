@@ -1,8 +1,11 @@
 """The campaign file's JSON Schema and its defaults (docs: README, campaigns/*.yaml)."""
 from __future__ import annotations
 
+from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Mode
 from seeds.sizes import DIMENSION_SIZES, WIDTHS
 from workers.probes import DEFAULT_KINDS
+
+from .settings import AlignScope, GuidanceMode
 
 # Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones, no
 # trailing newline (``\Z``, not ``$``), and short enough for every file system's file names.
@@ -18,8 +21,10 @@ _GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
 _POS_INT = {"type": "integer", "minimum": 1, "maximum": MAX_PER_SEED}
 _NONNEG_NUM = {"type": "number", "minimum": 0}
 
-_MODES = {"oneOf": [{"enum": ["inference", "training"]},
-                   {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": ["inference", "training"]}}]}
+# Enums as schema lists and defaults hold their plain values: the resolved campaign is written as YAML.
+_MODE_NAMES = [m.value for m in Mode]
+_MODES = {"oneOf": [{"enum": _MODE_NAMES},
+                   {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": _MODE_NAMES}}]}
 
 _BACKEND = {"oneOf": [
     {"type": "string"},
@@ -71,7 +76,7 @@ SCHEMA = {
             "mutations": {"type": "integer", "minimum": 0, "maximum": MAX_PER_SEED},
             "mutators": _GLOBS,
             "exclude_mutators": _GLOBS,
-            "guidance": {"enum": ["uniform", "mcmc", "coverage"]},
+            "guidance": {"enum": [g.value for g in GuidanceMode]},
             "max_tries": _POS_INT}},
         "probes": {"type": "object", "additionalProperties": False, "properties": {
             "per_variant": _POS_INT,
@@ -102,7 +107,7 @@ SCHEMA = {
             "far": {"type": "number", "exclusiveMinimum": 0},
             "detection_adapter": {"type": "boolean"},
             "align": {"type": "boolean"},
-            "align_scope": {"enum": ["seed", "run"]},
+            "align_scope": {"enum": [a.value for a in AlignScope]},
             "explain": {"type": "boolean"},
             "bisect": {"type": "boolean"},
             "bisect_budget_s": {"type": "number", "exclusiveMinimum": 0}}},
@@ -120,20 +125,20 @@ DEFAULTS = {
     "name": "campaign",
     "description": "",
     "seed": 0,
-    "mode": "inference",
+    "mode": Mode.INFERENCE.value,
     "train_layers": False,
     "output": "runs",
     "capture": {"max_params": 100_000_000, "timeout_s": 600, "cache": True},
     "variants": {"per_seed": 3, "include_seed": True, "mutations": 1, "mutators": ["*"], "exclude_mutators": [],
-                 "guidance": "uniform", "max_tries": 8},
+                 "guidance": GuidanceMode.UNIFORM.value, "max_tries": 8},
     "probes": {"per_variant": 8, "kinds": list(DEFAULT_KINDS)},
     "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES), "widths": 1, "width_values": list(WIDTHS)},
-    "backends": {"reference": "eager@cpu", "oracle": "eager-fp64@cpu", "targets": [], "skip_unavailable": False},
+    "backends": {"reference": DEFAULT_REFERENCE, "oracle": DEFAULT_ORACLE, "targets": [], "skip_unavailable": False},
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 1000},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,
                 "detection_adapter": True, "align": True,
-                "align_scope": "seed", "explain": True, "bisect": True,
+                "align_scope": AlignScope.SEED.value, "explain": True, "bisect": True,
                 "bisect_budget_s": 900},
     "ray": {"address": None, "num_cpus": None},
 }

@@ -14,10 +14,9 @@ import math
 import random
 from collections import Counter, defaultdict
 
-from .messages import Guidance
+from .builds import Guidance
 from .mutators import get_mutator
-
-MODES = ("uniform", "mcmc", "coverage")
+from .settings import GuidanceMode
 
 
 class Feedback:
@@ -62,9 +61,9 @@ class Feedback:
         """Hit rate with a Beta(1, 1) prior, so an unused mutator starts at 1/2."""
         return {m: (self.hits[m] + 1) / (self.uses[m] + 2) for m in self.mutators}
 
-    def snapshot(self, mode: str) -> Guidance:
+    def snapshot(self, mode: GuidanceMode) -> Guidance:
         weights = {}
-        if mode == "coverage":
+        if mode == GuidanceMode.COVERAGE:
             weights = {m: {c: 1 / math.sqrt(1 + self.chosen[m][c]) for c in names} for m, names in self.choices.items()}
         return Guidance(mode, self.scores(), weights)
 
@@ -79,10 +78,10 @@ class Chooser:
 
     def choose(self, rng: random.Random) -> str:
         mode = self.snap.mode
-        if mode == "uniform" or len(self.mutators) == 1:
+        if mode == GuidanceMode.UNIFORM or len(self.mutators) == 1:
             return self.mutators[rng.randrange(len(self.mutators))]
         scores = self.snap.scores
-        if mode == "coverage":
+        if mode == GuidanceMode.COVERAGE:
             weights = [scores.get(m, 0.5) for m in self.mutators]
             return rng.choices(self.mutators, weights=weights)[0]
         return self._mcmc(rng, scores)

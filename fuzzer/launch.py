@@ -13,7 +13,7 @@ import shlex
 import socket
 from pathlib import Path
 
-from analysis.folder import Folder, FolderError
+from results.folder import Folder, FolderError
 from seeds.spec import cache_dir
 
 from .campaign import Campaign, CampaignError, fill, first_difference, read_campaign_file

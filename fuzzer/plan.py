@@ -4,8 +4,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from analysis.catalog import Catalog
-from analysis.store import ResultsError
+from results.catalog import Catalog
+from results.store import ResultsError
 from core.bugs import Mode, Status
 from seeds import list_seeds
 from seeds.registry import source_of

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import GRADIENT_SYMPTOMS, Kind, Status, Verdict, bug_key
+from core.bugs import GRADIENT_SYMPTOMS, Kind, ReproStatus, Status, Verdict, bug_key
 from core.templates import template
 from seeds.capture import CaptureError
 from workers.messages import JudgeSettings
@@ -43,7 +43,7 @@ BLOCK_GAPFUZZ = "import sys\nfor m in ('fuzzer', 'workers', 'seeds', 'analysis')
 @dataclass
 class ReproResult:
     folder: str
-    status: str  # reproducible, flaky, not-reproduced (the representative itself did not show the bug)
+    status: ReproStatus
     failures: int = 0
     tries: int = 0
     nodes_before: int = 0
@@ -110,7 +110,7 @@ def reproduced_by(record: dict, key) -> tuple:
     """The exit statuses of repro.py that mean the bug is there: 1, and for a crash what it died of
     (a signal, as Popen gives it: its negative; an exit status)."""
     cause = str(record.get("cause") or "")
-    if key.kind != Kind.CRASH or record["status"] != Status.CRASH:
+    if key.kind != Kind.FAILURE or record["status"] != Status.CRASH:
         return (1,)
     if cause.startswith("signal:") and hasattr(signal, cause[7:].split()[0]):
         return 1, -int(getattr(signal, cause[7:].split()[0]))
@@ -189,9 +189,9 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind)
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
-    result = ReproResult(str(out), "not-reproduced", nodes_before=variant.node_count, backend=target.name,
+    result = ReproResult(str(out), ReproStatus.NOT_REPRODUCED, nodes_before=variant.node_count, backend=target.name,
                          stack=f"{target.stack}@{target.device}", kind=str(key.kind),
-                         symptom=key["symptom"] if key.kind != Kind.CRASH else
+                         symptom=key["symptom"] if key.kind != Kind.FAILURE else
                          f"{key['status']} {key['error_type']} {key['template']}")
     try:
         if not predicate(variant):
@@ -215,7 +215,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     result.failures, output = verify(out, tries, settings.timeout_s, target.backend_cls().prepare_fn is not None,
                                      reproduced_by(record, key), record["status"] == Status.TIMEOUT)
     result.tries = tries
-    result.status = "reproducible" if result.failures == tries else "flaky" if result.failures else "not-reproduced"
+    result.status = (ReproStatus.REPRODUCIBLE if result.failures == tries else
+                     ReproStatus.FLAKY if result.failures else ReproStatus.NOT_REPRODUCED)
     (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
                                               output, result, cluster or {}))
     return _finish(result, t0)

@@ -21,7 +21,7 @@ from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Status, Symptom, Verdict,
 from core.ir import Variant, clone_exact
 from core.templates import template
 from workers.backends.eager import prepare_eager_fp64
-from workers.compare import Settings
+from workers.compare import Tolerances
 from workers.registry import BackendSpec
 from workers.task import canonicalize, task_agreement
 from workers.training import draws_randomly, forward_count, lift_parameters, output_names, train_step, \
@@ -143,7 +143,7 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
     names = list(output_names(v))
     k = forward_count(names) if training else len(names)
     checked = range(k, len(names)) if training and record.get("symptom") in GRADIENT_SYMPTOMS else range(k)
-    settings = Settings.from_dict(compare)
+    settings = Tolerances.from_dict(compare)
     key = bug_key(record) if failure and record.get("backend") else None
     fed = [clone_exact(t) for t in v.inputs]  # as save_inputs writes them
     constants = [

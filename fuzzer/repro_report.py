@@ -5,7 +5,7 @@ import functools
 import json
 import platform
 
-from core.bugs import EXAMPLE_PROBE, Status, Verdict
+from core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Verdict
 from workers.culprit import in_words
 from workers.registry import BackendSpec
 
@@ -53,9 +53,9 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
                 Verdict.REFERENCE_SUSPECT: f"gives what {_consensus(record)} give, and PyTorch eager (with its float64 "
                                            "oracle) is the one apart: a PyTorch behaviour to report to PyTorch"
                 }.get(record.get("verdict"), "diverges from PyTorch eager beyond what float64 explains")
-    verdict = {"reproducible": f"reproduced in {result.failures} of {result.tries} fresh runs",
-               "flaky": f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
-               "not-reproduced": f"NOT reproduced in {result.tries} fresh runs"}[result.status]
+    verdict = {ReproStatus.REPRODUCIBLE: f"reproduced in {result.failures} of {result.tries} fresh runs",
+               ReproStatus.FLAKY: f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
+               ReproStatus.NOT_REPRODUCED: f"NOT reproduced in {result.tries} fresh runs"}[result.status]
     error = record.get("message") or ""
     figures = {k: record.get(k) for k in ("symptom", "verdict", "max_abs_err", "tol_ratio", "err_vs_oracle",
                                           "ref_err_vs_oracle", "first_div_node", "first_div_op", "output_dtype")}

@@ -9,7 +9,7 @@ import time
 
 import ray
 
-from analysis.folder import Folder
+from results.folder import Folder
 
 EVERY_S = 60.0
 

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers.compare import Settings
+from core.bugs import StrEnum
+from workers.compare import Tolerances
 from workers.registry import BackendSpec
+
+
+class GuidanceMode(StrEnum):
+    """How the next mutator is drawn (``fuzzer.guidance``): ``variants.guidance`` of a campaign."""
+
+    UNIFORM = "uniform"
+    MCMC = "mcmc"  # LEMON's MCMC over mutator scores
+    COVERAGE = "coverage"  # draws weighted by hit rate, and named choices towards the least used
+
+
+class AlignScope(StrEnum):
+    """How often tier 2 locates a divergence (``workers.align``): ``compare.align_scope`` of a campaign."""
+
+    SEED = "seed"  # once per seed and case
+    RUN = "run"  # every run
 
 
 @dataclass(frozen=True)
@@ -31,8 +47,11 @@ class VariantSettings:
     include_seed: bool
     mutations: int
     mutators: list[str]  # resolved names, in order
-    guidance: str  # uniform, mcmc or coverage
+    guidance: GuidanceMode
     max_tries: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "guidance", GuidanceMode(self.guidance))  # the campaign file's string
 
 
 @dataclass(frozen=True)
@@ -75,11 +94,14 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class CompareSettings:
-    settings: Settings  # tolerances, multiplier, far: what every verdict is judged with
+    settings: Tolerances  # tolerances, multiplier, far: what every verdict is judged with
     sweep: list[float]
     detection_adapter: bool
     align: bool
-    align_scope: str  # seed: tier 2 once per seed and case; run: every run
+    align_scope: AlignScope
     explain: bool  # test explanation hypotheses on eager for divergent runs
     bisect: bool = True  # name the compiler part that causes a finding, once per case (workers.culprit)
     bisect_budget_s: float = 900.0  # wall time one bisection may take before it stops unfinished
+
+    def __post_init__(self):
+        object.__setattr__(self, "align_scope", AlignScope(self.align_scope))  # the campaign file's string

@@ -5,11 +5,9 @@ import fnmatch
 
 from core.registry import Registry
 
+from .errors import SeedError
+from .sizes import SizedId, check_runs
 from .spec import BuiltSeed
-
-
-class SeedError(LookupError):
-    """An unknown seed id or source (bad input: one clear line)."""
 
 
 class SeedSource:
@@ -94,8 +92,6 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
 def create_seed(seed_id: str) -> BuiltSeed:
     """The built seed; one rebuilt at a size or width (``<id>@<n>``, ``<id>@w<n>``) is run once in eager
     first, so a size its layers do not fit is a ``SizeError`` (skipped), never a capture failure."""
-    from .sizes import SizedId, check_runs  # seeds.sizes imports this module
-
     built = source_of(seed_id).build(seed_id)
     sized = SizedId.parse(seed_id)
     if not sized.rebuilt:
@@ -106,8 +102,6 @@ def create_seed(seed_id: str) -> BuiltSeed:
 def width_params(seed_id: str) -> int | None:
     """``SeedSource.width_params`` of a seed rebuilt at a width; None for any other seed, or on an
     unknown id (the build says what is wrong)."""
-    from .sizes import SizedId
-
     try:
         return source_of(seed_id).width_params(seed_id) if SizedId.parse(seed_id).width is not None else None
     except Exception:  # noqa: BLE001 - counting is an optimisation; the build reports the problem

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .registry import SeedError
+from .errors import SeedError
 
 MARK = "@"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.schema import COLUMNS
+from results.schema import COLUMNS
 from fuzzer.campaign import default_campaign_path, load_campaign
 
 REPO = Path(__file__).resolve().parent.parent

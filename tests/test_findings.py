@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from analysis.api import load_run
-from analysis.schema import RunRecord
-from analysis.store import RecordStore
+from results.schema import RunRecord
+from results.store import RecordStore
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "findings_doc.py"
 

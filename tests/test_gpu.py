@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from core.bugs import Mode, Status, Verdict
-from workers.compare import Settings, attribute
+from workers.compare import Tolerances, attribute
 from workers.executor import Executor
 from workers.registry import parse_backend
 
@@ -20,7 +20,7 @@ def _agrees(variant, backend: str) -> None:
     ex.load("v", variant.to_payload())
     ref, oracle, out = (ex.run("v", parse_backend(b), repeats=1) for b in ("eager@cpu", "eager-fp64@cpu", backend))
     assert out.outcome.status == Status.OK, out.outcome.message
-    verdict = attribute(out.outputs, ref.outputs, oracle.outputs, Settings())
+    verdict = attribute(out.outputs, ref.outputs, oracle.outputs, Tolerances())
     assert verdict.verdict in (Verdict.AGREE, Verdict.REFERENCE_DIVERGENT), verdict.columns()
 
 

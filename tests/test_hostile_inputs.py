@@ -251,7 +251,7 @@ def _write_records(path: Path, text: str, **fields) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.schema import RunRecord, arrow_schema
+    from results.schema import RunRecord, arrow_schema
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if text == "FOREIGN":
@@ -371,7 +371,7 @@ def _poisoned_run(d: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.schema import RunRecord, arrow_schema
+    from results.schema import RunRecord, arrow_schema
 
     (d / "hostile_marker.py").write_text(MARKER_MODULE)
     run = d / "run"
@@ -518,7 +518,7 @@ def test_readers_follow_no_symbolic_link_out_of_or_around_a_run_folder(tmp_path,
 def test_no_hidden_temporary_file_outlives_a_failed_write(tmp_path, monkeypatch):
     import errno
 
-    from analysis.folder import Folder
+    from results.folder import Folder
 
     def full_disk(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")

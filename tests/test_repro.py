@@ -138,7 +138,7 @@ def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_
     from fuzzer.repro import verify
     from fuzzer.repro_code import reproducer, save_inputs
     from fuzzer.shrink.predicate import SameBug
-    from workers.compare import Settings
+    from workers.compare import Tolerances
     from workers.messages import JudgeSettings
     from workers.registry import parse_backend
 
@@ -151,7 +151,7 @@ def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_
     save_inputs(v, tmp_path / "inputs.pt")
     for tolerance, present in ((None, True), ([1e-2, 1e-2], False)):  # 1e-3 off: beyond the default, within 1e-2
         compare = {"tolerances": {"float32": tolerance} if tolerance else {}, "multiplier": 3.0, "far": 1.0}
-        settings = JudgeSettings(ref.name, oracle.name, repeats=1, compare=Settings.from_dict(compare), align=False)
+        settings = JudgeSettings(ref.name, oracle.name, repeats=1, compare=Tolerances.from_dict(compare), align=False)
         same_bug = SameBug(target, ref, oracle, key, settings, "test/cancel")
         try:
             assert same_bug(v) is present, tolerance

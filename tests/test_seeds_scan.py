@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from analysis.catalog import Catalog
+from results.catalog import Catalog
 from seeds.scan import scan_seed
 
 from .conftest import gapfuzz

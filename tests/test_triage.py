@@ -282,8 +282,8 @@ def test_analysis_api_does_not_import_torch():
 
 def write_run(path, messages: list[str], status: str = "error"):
     """A run folder written through the real store, as a campaign would."""
-    from analysis.schema import RunRecord
-    from analysis.store import RecordStore
+    from results.schema import RunRecord
+    from results.store import RecordStore
 
     path.mkdir(parents=True)
     (path / "campaign.yaml").write_text("name: t\nbackends: {reference: eager@cpu, oracle: eager-fp64@cpu}\n")

@@ -21,6 +21,7 @@ import torch.utils._pytree as pytree
 from core.seeding import stable_int
 
 from ..sizes import SizeError
+from .op_samples import flatten_sample, sample_tensors
 
 MAX_RESIZED_ELEMENTS = 2**20  # per tensor: a square matrix at 4097 is refused, a row of it is not
 
@@ -29,8 +30,6 @@ def main_dimension(sample, axis: int = -1) -> int | None:
     """The length of the sample's main dimension (the one sizes change; ``axis=-2``: the one widths
     change, in the first tensor with two dimensions): 0 for a sample of scalars only, None when that
     dimension is empty."""
-    from .ops import sample_tensors
-
     tensors = sample_tensors(sample)
     if axis == -2 and any(t.dim() >= 2 for t in tensors):
         return next(t.shape[-2] for t in tensors if t.dim() >= 2) or None
@@ -41,8 +40,6 @@ def main_dimension(sample, axis: int = -1) -> int | None:
 def resize(sample, size: int, key: str, axis: int = -1):
     """The sample with its main dimension (``axis=-2``: its width) at ``size`` (see the module docstring)."""
     from torch.testing._internal.opinfo.core import SampleInput
-
-    from .ops import flatten_sample, sample_tensors
 
     main = main_dimension(sample, axis)
     if main is None:

@@ -41,6 +41,7 @@ from core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
 from ..sizes import SizedId, SizeError
+from .op_samples import flatten_sample, sample_tensors
 from .op_sizes import main_dimension, resize
 from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 
@@ -102,10 +103,6 @@ def samples(op, dtype: torch.dtype, count: int) -> list:
         return list(itertools.islice(drawn, count))
 
 
-def flatten_sample(sample):
-    return pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
-
-
 def unsupported(sample) -> str | None:
     """Why a sample cannot become ``forward(*tensors)`` around the op, or None."""
     if "out" in sample.kwargs:
@@ -143,10 +140,6 @@ class OpCall(torch.nn.Module):
         return self.fn(inp, *args, **kwargs)
 
 
-def sample_tensors(sample) -> tuple:
-    return tuple(x for x in flatten_sample(sample)[0] if isinstance(x, torch.Tensor))
-
-
 class _AtenRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -165,10 +158,10 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.allclose(a.to(wide), b.to(wide), rtol=1e-3, atol=1e-3, equal_nan=True)
 
 
-def probe(op, sample) -> list[str] | None:
+def dispatched_ops(op, sample) -> list[str] | None:
     """The ATen ops a sample dispatches, or None when it fails on the CPU, returns anything but
     dense tensors, or depends on the RNG state. OpInfo pins the seed of some ops with
-    ``torch.manual_seed(42)`` (``wrapper_set_seed``), so that is disabled while probing."""
+    ``torch.manual_seed(42)`` (``wrapper_set_seed``), so that is disabled while they run."""
     model, inputs, runs = OpCall(op.op, sample), sample_tensors(sample), []
     try:
         with _AtenRecorder() as rec, torch.no_grad(), mock.patch.object(torch, "manual_seed", lambda seed: None):
@@ -203,7 +196,7 @@ def index_ops(op, sizable: set[str] | None = None) -> dict[str, list[str]]:
                 break
             if unsupported(sample):
                 continue
-            aten = probe(op, sample)
+            aten = dispatched_ops(op, sample)
             if aten is not None:
                 seed_id = f"ops/{key}/{dtype_name(dtype)}/{i}"
                 seeds[seed_id] = aten
@@ -291,7 +284,7 @@ class OpsSource(SeedSource):
             sample = resize(sample, n, seed_id, axis)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                aten = probe(op, sample)
+                aten = dispatched_ops(op, sample)
             if aten is None:
                 what = f"size {n}" if sized.width is None else f"width {n}"
                 raise SizeError(f"{seed_id}: the sample fails on the CPU at {what}")
