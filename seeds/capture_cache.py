@@ -10,16 +10,15 @@ not cached; entries over ``MAX_ENTRY_BYTES`` are not written.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import logging
-import os
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from core.files import write_whole
 from core.ir import IRError, Variant
 
 from .capture import Captured, check_budget
@@ -83,14 +82,8 @@ class CaptureCache:
                  "graph": v.graph_json, "output_names": list(v.output_names),
                  "tensors": {n: t.detach() for n, t in tensors.items()},
                  "param_names": sorted(dict(v.gm.named_parameters())), "inputs": list(v.inputs)}
-        path = self.path(seed_id)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(entry, tmp)
-            os.replace(tmp, path)  # whole or absent: a reader never sees half a file
+            write_whole(self.path(seed_id), lambda f: torch.save(entry, f))
         except OSError:  # a cache that cannot be written is only not used
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
             return False
         return True

@@ -323,6 +323,7 @@ def _env(**extra) -> dict:
     ("GAPFUZZ_PLUGINS", "hostile_syntax", "GAPFUZZ_PLUGINS: module 'hostile_syntax' cannot be imported: SyntaxError"),
     ("GAPFUZZ_CACHE_DIR", "{d}/cachefile", "cachefile is a file, not a folder"),
     ("XDG_CACHE_HOME", "{d}/cachefile", "capture cache {d}/cachefile/gapfuzz: {d}/cachefile is a file, not a folder"),
+    ("HOME", "{d}/cachefile", "capture cache {d}/cachefile/.cache/gapfuzz: {d}/cachefile is a file, not a folder"),
 ])
 def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, variable, value, needle):
     (tmp_path / "c.yaml").write_text(OK)
@@ -332,6 +333,8 @@ def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, vari
                PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
     if variable != "GAPFUZZ_CACHE_DIR":
         env.pop("GAPFUZZ_CACHE_DIR", None)  # it would stand before XDG_CACHE_HOME
+    if variable == "HOME":
+        env.pop("XDG_CACHE_HOME", None)  # it would stand before HOME
     needle = needle.replace("{d}", str(tmp_path))
     import subprocess
     import sys
@@ -341,6 +344,21 @@ def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, vari
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_home_where_no_cache_can_be_made_lists_seeds_with_one_line_saying_so(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "home").write_text("not a folder")
+    env = _env(HOME=str(tmp_path / "home"))
+    env.pop("GAPFUZZ_CACHE_DIR", None)
+    env.pop("XDG_CACHE_HOME", None)
+    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "seeds", "list", "--source", "ops", "--filter",
+                           "*nn.functional.relu/*"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    said = [line for line in proc.stderr.splitlines() if "gapfuzz" in line]
+    assert proc.returncode == 0 and "ops/nn.functional.relu/float32/0" in proc.stdout, proc.stderr[-2000:]
+    assert len(said) == 1 and "cannot be written" in said[0] and "Traceback" not in proc.stderr
 
 
 def test_numbers_read_as_yaml_1_2_does(tmp_path):

@@ -9,6 +9,7 @@ worker for ``STRANDED_S`` while work waits for it is an error the caller can rep
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ GROW_EVERY_S = 5.0  # how often an auto pool looks for room on the cluster
 GROW_AT_ONCE = 64  # workers an auto pool starts at one look (those the free resources hold)
 START_GRACE_S = 60.0  # once every pool has a worker, how long the start waits for the rest
 STRANDED_S = 600.0  # a pool with work and no worker this long: the campaign stops (resumable)
+log = logging.getLogger("gapfuzz.workers")
 
 
 def unplaceable(s: PoolSettings) -> str | None:
@@ -139,7 +141,10 @@ class Fleet:
 
     def _gone(self, device: str, actor) -> None:
         self.lost[device] += 1
-        if self.settings[device].workers != AUTO:
+        fixed = self.settings[device].workers != AUTO
+        log.warning("pool %s: a worker was lost (its process or node died); its jobs run again%s", device,
+                    ", on a worker started in its place" if fixed else "")
+        if fixed:
             self._launch(device)  # waits for resources if its node is gone
 
     def stranded(self, devices) -> str | None:

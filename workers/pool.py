@@ -148,6 +148,9 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     core); True when this process started Ray (and so shuts it down)."""
     if ray.is_initialized():
         return False
+    # a worker Ray kills leaves its calls' unread results to print ~30 lines of ActorDiedError each;
+    # the fleet says it in one line of its own (workers.fleet.Fleet.lose)
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if address:
         os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "10")  # a cluster that does not answer: ~10 s, not 20
         with _quiet_unless_it_works():  # Ray prints a warning a second while it retries

@@ -22,10 +22,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import random
 import re
-import tempfile
 import time
 import warnings
 from contextlib import contextmanager
@@ -37,6 +35,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from core.files import write_whole
 from core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
@@ -225,11 +224,11 @@ def build_index() -> dict:
     index = {"torch": torch.__version__, "format": INDEX_FORMAT, "build_s": round(time.perf_counter() - t0, 1),
              "seeds": seeds, "sizable": sorted(sizable)}
     path = index_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as f:
-        json.dump(index, f)
-    os.chmod(f.name, 0o644)
-    os.replace(f.name, path)
+    try:
+        write_whole(path, lambda f: f.write(json.dumps(index).encode()))
+    except OSError as e:  # a cache that cannot be written is only not kept: this process uses it as built
+        log.warning("ops index %s: cannot be written (%s); set GAPFUZZ_CACHE_DIR to a writable folder to keep it",
+                    path, e.strerror or e)
     log.info("ops index: %d seeds in %.0fs -> %s", len(seeds), index["build_s"], path)
     return index
 
