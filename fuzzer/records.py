@@ -2,10 +2,11 @@
 a seed that failed to build, and its catalog row."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from core.bugs import COMPLETED, LIMITS, Mode, Stage, Status
-from core.failures import Failure, signature
+from core.failures import signature
 from results.catalog import CatalogRow
 from results.schema import RunRecord
 from seeds.spec import SeedInfo
@@ -45,7 +46,7 @@ def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: s
     message = f.message if status == f.status else f"the reference {f.status}: {f.message or ''}"
     rec = RunRecord(campaign=campaign, variant_id=failure_id, seed_id=build.seed_id, backend=backend, device=device,
                     mode=str(mode), stack=backend.split("@")[0], **_seed_columns(build.seed))
-    Failure(status, f.stage, f.error_type, message, f.cause).onto(rec, sign=True)
+    dataclasses.replace(f, status=status, message=message).onto(rec, sign=True)
     rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0,
                              **({"mode": str(mode)} if mode != Mode.INFERENCE else {})})
     return rec
@@ -60,8 +61,7 @@ def catalog_row(build: SeedBuild) -> CatalogRow:
                      input_spec=json.dumps(seed.input_spec if seed else []), capture_s=build.capture_s)
     if not build.ok:
         f = build.failure
-        Failure(Status.SKIPPED if f.stage == Stage.BUDGET else f.status, f.stage, f.error_type, f.message).onto(
-            row, sign=True)
+        dataclasses.replace(f, status=Status.SKIPPED if f.stage == Stage.BUDGET else f.status).onto(row, sign=True)
         return row
     row.node_count, row.ops = build.node_count, sorted(build.op_counts)
     row.op_counts = json.dumps(build.op_counts, sort_keys=True)

@@ -17,7 +17,7 @@ import torch
 
 from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
 from core.failures import Failure
-from core.ir import tensor_from_wire, tensor_to_wire
+from core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
 from results.schema import RunRecord
 
 from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
@@ -215,20 +215,6 @@ class VariantJob:
         return outcomes
 
 
-def _packed(outputs):
-    """Outputs as they travel to later pools: tensors as wires (pickle cannot carry some dtypes: uint16,
-    float8, complex32), other leaves as they are. A ``RefusedProbe`` travels as it is."""
-    if not isinstance(outputs, list):
-        return outputs
-    return [tensor_to_wire(x) if isinstance(x, torch.Tensor) else x for x in outputs]
-
-
-def _unpacked(outputs):
-    if not isinstance(outputs, list):
-        return outputs
-    return [tensor_from_wire(x) if isinstance(x, dict) else x for x in outputs]
-
-
 def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None = None, worker: str = "",
                 fetch=None) -> tuple[list[RunRecord], dict]:
     """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later."""
@@ -236,7 +222,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch)
     outcomes = [o for spec in request.specs for o in job.run(spec)]
     t0 = time.perf_counter()
-    known = {**{k: _unpacked(v) for k, v in (home_outputs or {}).items()}, **job.outputs}
+    known = {**{k: unpacked_outputs(v) for k, v in (home_outputs or {}).items()}, **job.outputs}
     seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
     specs = {spec.name: spec for spec in request.specs}
     for o in outcomes:
@@ -285,7 +271,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
-    home = {k: _packed(v) for k, v in known.items() if k[0] in (s.reference, s.oracle)}
+    home = {k: packed_outputs(v) for k, v in known.items() if k[0] in (s.reference, s.oracle)}
     return outcomes, home
 
 
