@@ -28,6 +28,7 @@ from .plan import SeedWork, plan, select_seeds, with_sizes
 from .pools import Pools
 from .progress import Progress
 from .schedule import CampaignJobs
+from .settings import AlignScope
 from .session import SessionStats
 
 
@@ -94,7 +95,7 @@ class Driver:
         """The judge's settings (with the tier-2 ledger), the workers, the loop and the campaign's jobs."""
         c, p = self.c, self.pools
         ledger = None
-        if c.compare.align_scope == "seed":  # on the driver's node: it lives as long as the campaign does
+        if c.compare.align_scope == AlignScope.SEED:  # on the driver's node: it lives as long as the campaign does
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             ledger = ray.remote(num_cpus=0)(AlignLedger).options(scheduling_strategy=here).remote()
         judge = JudgeSettings(p.reference, p.oracle, c.run.timeout_s, c.run.repeats, c.run.retry_faults,

@@ -26,6 +26,7 @@ from .plan import SeedWork, seed_failure_id
 from .pools import BUILD_DEVICE, Pools
 from .progress import Progress
 from .records import catalog_row, run_record, seed_failure_record
+from .settings import GuidanceMode
 
 BACKLOG_PER_WORKER = 4  # built variants waiting for a pool, per worker, before builds pause for the slowest pool
 
@@ -111,7 +112,7 @@ class CampaignJobs:
     def _build_call(self, actor, work: SeedWork):
         v = self.c.variants
         request = BuildRequest(work.seed_id, work.indices, v, self.c.seed, self.c.capture.max_params,
-                               None if v.guidance == "uniform" else self.feedback.snapshot(v.guidance),
+                               None if v.guidance == GuidanceMode.UNIFORM else self.feedback.snapshot(v.guidance),
                                self.c.capture.cache, work.mode, self.c.train_layers)
         return actor.call.remote(build_seed_variants, request, timeout=self.c.capture.timeout_s, keep_payloads=True)
 
@@ -162,7 +163,7 @@ class CampaignJobs:
         recs = [run_record(self.c.name, vw.build, vw.variant, o) for o in outcomes if o.backend in vw.missing]
         self._records(recs)
         targets = [r for r in recs if r.backend not in (self.pools.reference, self.pools.oracle)]
-        if targets and self.c.variants.guidance != "uniform":
+        if targets and self.c.variants.guidance != GuidanceMode.UNIFORM:
             keys = bug_key_list([vars(r) for r in targets])
             self.feedback.update(vw.variant.recipe.mutations, vw.variant.ops,
                                  [(r.backend, r.status, k.id if k else None) for r, k in zip(targets, keys)],
