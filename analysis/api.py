@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind
+from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Status, Verdict
 from core.strict_yaml import YamlError, load
 from results.catalog import Catalog
 from results.folder import Folder
@@ -58,8 +58,11 @@ class Run:
             backends = self.campaign.get("backends")
             backends = backends if isinstance(backends, dict) else {}
             self.name = self.campaign.get("name") or self.folder.name
-            self.reference = _entry_name(backends.get("reference"), DEFAULT_REFERENCE)
-            self.oracle = _entry_name(backends.get("oracle"), DEFAULT_ORACLE)
+            self.oracle = _entry_name(backends, "oracle", DEFAULT_ORACLE)
+            if self.oracle is None and backends.get("oracle") is not None:  # not ``oracle: null``: a plug-in's
+                self.oracle = self._in_records("oracle")
+            self.reference = _entry_name(backends, "reference", DEFAULT_REFERENCE) or \
+                self._in_records("reference") or DEFAULT_REFERENCE
             compare = self.campaign.get("compare")
             self.sweep = compare.get("sweep") if isinstance(compare, dict) else None
         self._frame = pd.DataFrame()
@@ -82,6 +85,19 @@ class Run:
         if not isinstance(given, dict):
             raise ResultsError(f"{f}: not a campaign file: a mapping of keys is expected")
         return given
+
+    def _in_records(self, role: str) -> str | None:
+        """An old folder's reference or oracle that its campaign file names by an unlabelled plug-in class:
+        the backend of the oracle's verdicts, or the reference's (no verdict on a run that completed, and
+        the backend of a seed that failed before it was mutated)."""
+        df = self.store.read(["backend", "status", "verdict", "variant_id"]).to_pandas()
+        if role == "oracle":
+            found = df.loc[df["verdict"] == Verdict.ORACLE, "backend"]
+        else:
+            seed_failed = df["variant_id"].str.endswith("#seed").fillna(False)
+            own = df["verdict"].isna() & (df["status"] == Status.OK) | seed_failed
+            found = df.loc[own & (df["backend"] != self.oracle), "backend"]
+        return str(found.mode().iloc[0]) if len(found) else None
 
     def __repr__(self) -> str:
         return f"Run({str(self.folder)!r}, records={len(self)}, reference={self.reference!r})"
@@ -225,17 +241,20 @@ class Run:
         return _port.divergence(self._tables(), self.reference, by)
 
 
-def _entry_name(entry, default: str) -> str:
-    """The record name of a campaign's backend entry: ``stack@device``, or ``label@device`` for the
-    dict form (``{backend: eager@cpu, label: ref}``); a plug-in class without a label keeps the default."""
+def _entry_name(backends: dict, role: str, default: str) -> str | None:
+    """The record name of a campaign's ``reference`` or ``oracle`` entry: ``stack@device``, or
+    ``label@device`` for the dict form (``{backend: eager@cpu, label: ref}``); ``default`` when the file
+    names none; None for ``oracle: null``, and for a plug-in class without a label, whose name only
+    importing it would tell (``Run._in_records`` finds it)."""
+    if role not in backends:
+        return default
+    entry = backends[role]
     if isinstance(entry, str):
         return entry
-    if isinstance(entry, dict):
+    if isinstance(entry, dict) and (entry.get("label") or entry.get("backend")):
         stack, _, device = str(entry.get("backend") or "").partition("@")
-        stack, device = entry.get("label") or stack, entry.get("device") or device or "cpu"
-        if stack:
-            return f"{stack}@{device}"
-    return default
+        return f"{entry.get('label') or stack}@{entry.get('device') or device or 'cpu'}"
+    return None
 
 
 def load_run(path: str | Path, known: str | Path | None = None, catalog: str | Path | None = None) -> Run:

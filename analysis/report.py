@@ -208,7 +208,7 @@ def render(run: Run) -> str:
         plot, table = build(run)
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2><figure>{plot}</figure>{table}</section>')
     meta = (f"{len(run)} records &middot; reference {html.escape(run.reference)} &middot; oracle "
-            f"{html.escape(run.oracle)} &middot; {html.escape(str(run.folder))} &middot; generated "
+            f"{html.escape(run.oracle or 'none')} &middot; {html.escape(str(run.folder))} &middot; generated "
             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gapfuzz report: '
             f"{html.escape(run.name)}</title><style>{CSS}</style></head><body><h1>gapfuzz report: "

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import yaml
 from core.bugs import Mode
 from core.registry import did_you_mean
 from core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
+from results.manifest import RunManifest
 from workers.compare import DEFAULT_TOLERANCES, Tolerances
 from workers.pool import PoolSettings
 from workers.probes import KINDS, ProbeSettings
@@ -337,3 +339,19 @@ def _check_backends(b: BackendSet, source: str) -> None:
     dup = {n for n in labels if labels.count(n) > 1 and n not in fixed}
     if dup:
         raise CampaignError(f"{source}: backends: {sorted(dup)[0]} is named twice; give one a 'label'")
+
+
+def manifest_of(campaign: Campaign, backends: list[BackendSpec] | None = None) -> RunManifest:
+    """What a run folder's readers are told of the campaign (``run.json``, ``results.manifest``):
+    ``backends`` those that run (all the campaign's by default), by their record names."""
+    specs = campaign.backends.all() if backends is None else list(backends)
+    reference, oracle = campaign.reference.name, campaign.oracle.name if campaign.oracle else None
+    as_json = lambda value: json.loads(json.dumps(value, default=str))  # noqa: E731 (tuples to lists)
+    return RunManifest(
+        campaign=campaign.name, reference=reference, oracle=oracle,
+        targets=[s.name for s in specs if s.name not in (reference, oracle)],
+        backends={s.name: {"stack": s.stack, "device": s.device, "options": as_json(dict(s.options)),
+                           "option_space": as_json(dict(s.option_space)), "modes": [str(m) for m in s.modes],
+                           "class": s.cls_path} for s in specs},
+        compare=as_json({**asdict(campaign.compare.settings), "sweep": list(campaign.compare.sweep)}),
+        modes=[str(m) for m in campaign.modes])

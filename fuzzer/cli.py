@@ -67,6 +67,7 @@ def cmd_run(args) -> int:
             driver.check_available()
         run_dir.mkdir()
         run_dir.write_bytes(campaign.to_yaml().encode(), "campaign.yaml")
+        driver.pools.manifest().write(run_dir)  # run.json beside it: the backends that run here, by record name
     except ConnectionError as e:  # Ray found no cluster where it was told to look, or did not start here
         where = f"--address {address}" if address else "Ray"
         raise UserError(f"{where}: {' '.join(str(e).split())[:200]}") from None

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict
 
 from results.manifest import RunManifest
 from workers.fleet import unplaceable
 from workers.pool import AUTO, PoolSettings, connect
 
-from .campaign import Campaign, CampaignError
+from .campaign import Campaign, CampaignError, manifest_of
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
@@ -84,13 +83,7 @@ class Pools:
 
     def manifest(self) -> RunManifest:
         """What analysis reads of this run (``run.json``): the backends as resolved here."""
-        cmp = self.c.compare
-        tolerances = asdict(cmp.settings)
-        return RunManifest(
-            campaign=self.c.name, reference=self.reference, oracle=self.oracle,
-            targets=[n for n in self.specs if n not in (self.reference, self.oracle)],
-            backends={n: {"stack": s.stack, "device": s.device, "options": dict(s.options)} for n, s in self.specs.items()},
-            compare={**tolerances, "sweep": list(cmp.sweep)}, modes=[str(m) for m in self.c.modes])
+        return manifest_of(self.c, list(self.specs.values()))
 
     def targets_on(self, device: str) -> list[str]:
         return [n for n, s in self.specs.items() if s.device == device]

@@ -1,10 +1,12 @@
 """``run.json``: what a reader of a run folder needs to know of the run, as the driver resolved it.
 
-The backends by the names their records hold (labels applied), which is the reference and which
-the oracle, the tolerances every verdict was judged with, and the modes. Analysis reads this,
-never the campaign file (whose defaults and plug-in labels it would have to resolve again); a
-folder written before run.json existed falls back to its ``campaign.yaml``. It is data: read as
-JSON, checked field by field, nothing in it imported or run.
+The backends by the names their records hold (labels applied, a plug-in class's own name), which is
+the reference and which the oracle, the tolerances every verdict was judged with, and the modes.
+Analysis reads this rather than the campaign file, whose defaults, labels and plug-in classes it
+would have to resolve again (a plug-in's name is known only by importing it); a folder written
+before run.json existed falls back to its ``campaign.yaml``. It is data: read as JSON, checked
+field by field, nothing in it imported or run. It is built from a campaign on the fuzzer side
+(``fuzzer.campaign.manifest_of``): this layer knows no campaign.
 """
 from __future__ import annotations
 
@@ -13,27 +15,35 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from .folder import Folder, ResultsError
+from .schema import SCHEMA_VERSION
 
 NAME = "run.json"
-VERSION = 1
+VERSION = 1  # of this file's layout; the records' own is ``schema_version``
 MAX_BYTES = 1 << 20
+_BACKEND = {"stack": str, "device": str, "options": dict, "option_space": dict, "modes": list,
+            "class": (str, type(None))}
 
 
 @dataclass
 class RunManifest:
-    campaign: str
-    reference: str
+    campaign: str  # the campaign's name
+    reference: str  # record names (``backend`` column): ``stack@device`` or ``label@device``
     oracle: str | None
     targets: list[str]
-    backends: dict  # name -> {"stack", "device", "options"}
-    compare: dict  # tolerances {dtype: [rtol, atol]}, multiplier, far, sweep
+    backends: dict  # every name above -> {"stack", "device", "options", "option_space", "modes", "class"}
+    compare: dict  # Tolerances as resolved: {"tolerances": {dtype: [rtol, atol]}, "multiplier", "far"}, "sweep"
     modes: list[str] = field(default_factory=lambda: ["inference"])
+    schema_version: int = SCHEMA_VERSION  # of the records this gapfuzz writes
     version: int = VERSION
-    written: str = ""
+    written: str = ""  # UTC, ISO 8601
 
-    def write(self, folder: Folder) -> None:
-        self.written = self.written or dt.datetime.now(dt.timezone.utc).isoformat()
-        folder.write_bytes(json.dumps(asdict(self), indent=1, sort_keys=True, default=str).encode(), NAME)
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True, allow_nan=False)
+
+    def write(self, folder: Folder) -> str:
+        """Write ``run.json`` whole (replacing an earlier one: a resumed run's); returns its path."""
+        self.written = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        return folder.write_bytes(self.to_json().encode(), NAME)
 
     @classmethod
     def read(cls, folder: Folder) -> RunManifest | None:
@@ -42,35 +52,53 @@ class RunManifest:
         try:
             if not folder.exists(NAME):
                 return None
-            raw = folder.read_bytes(NAME)
+            raw = folder.read_bytes(NAME, limit=MAX_BYTES)
         except OSError as e:
             raise ResultsError(f"{where}: cannot read: {e.strerror or e}") from None
-        if len(raw) > MAX_BYTES:
-            raise ResultsError(f"{where}: over {MAX_BYTES} bytes; not a run manifest")
         try:
-            data = json.loads(raw)
+            data = json.loads(raw, parse_constant=_no_constant)
         except (ValueError, UnicodeDecodeError) as e:
-            raise ResultsError(f"{where}: not JSON: {e}") from None
-        return cls._checked(data, where)
+            raise ResultsError(f"{where}: not JSON: {' '.join(str(e).split())[:160]}") from None
+        except RecursionError:
+            raise ResultsError(f"{where}: not a run manifest: nested too deep") from None
+        return cls.checked(data, where)
 
     @classmethod
-    def _checked(cls, data, where: str) -> RunManifest:
+    def checked(cls, data, where: str) -> RunManifest:
+        """``data`` (parsed JSON) as a manifest; anything else is one ResultsError line naming ``where``."""
+        def bad(problem: str):
+            raise ResultsError(f"{where}: {problem}")
+
         if not isinstance(data, dict):
-            raise ResultsError(f"{where}: a JSON object is expected")
+            bad("a JSON object is expected")
         types = {"campaign": str, "reference": str, "oracle": (str, type(None)), "targets": list, "backends": dict,
-                 "compare": dict, "modes": list, "version": int, "written": str}
+                 "compare": dict, "modes": list, "schema_version": int, "version": int, "written": str}
         unknown = sorted(set(data) - set(types))
         if unknown:
-            raise ResultsError(f"{where}: unknown key {unknown[0]!r}")
-        for key, kind in types.items():
-            if key in data and not isinstance(data[key], kind):
-                raise ResultsError(f"{where}: {key} has the wrong type ({type(data[key]).__name__})")
+            bad(f"unknown key {unknown[0]!r}")
         missing = [k for k in ("campaign", "reference", "targets", "backends", "compare") if k not in data]
         if missing:
-            raise ResultsError(f"{where}: missing {missing[0]!r}")
-        if not all(isinstance(t, str) for t in data["targets"]) or not all(isinstance(m, str) for m in
-                                                                           data.get("modes", [])):
-            raise ResultsError(f"{where}: targets and modes are lists of names")
+            bad(f"missing {missing[0]!r}")
+        for key, kind in types.items():
+            if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+                bad(f"{key} has the wrong type ({type(data[key]).__name__})")
         if data.get("version", VERSION) > VERSION:
-            raise ResultsError(f"{where}: version {data['version']} is newer than this gapfuzz reads ({VERSION})")
+            bad(f"version {data['version']} is newer than this gapfuzz reads ({VERSION})")
+        for key in ("targets", "modes"):
+            if not all(isinstance(x, str) for x in data.get(key, [])):
+                bad(f"{key}: a list of names is expected")
+        for name, entry in data["backends"].items():
+            if not isinstance(entry, dict) or set(entry) - set(_BACKEND) or not {"stack", "device", "options"} <= set(
+                    entry) or not all(isinstance(v, _BACKEND[k]) for k, v in entry.items()):
+                bad(f"backends.{name}: {{stack, device, options, option_space, modes, class}} is expected")
+            if not all(isinstance(m, str) for m in entry.get("modes", [])):
+                bad(f"backends.{name}.modes: a list of names is expected")
+        named = [data["reference"], *([data["oracle"]] if data.get("oracle") is not None else []), *data["targets"]]
+        absent = [n for n in named if n not in data["backends"]]
+        if absent:
+            bad(f"{absent[0]} is not one of its backends")
         return cls(**{"oracle": None, **data})
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
