@@ -205,19 +205,20 @@ class BugKey:
     def shown_by(self, other: BugKey | None, ops: list[str] = ()) -> bool:
         """Whether a run with key ``other`` on a graph holding ``ops`` shows this bug (the reducer's
         test). Every part must agree, but the first divergent op, which the candidate's run does
-        not locate (tier 2 is a dozen compiles): it must still be in the graph. A behaviour (an
-        explained divergence) is shown by any divergence on its backend: the candidate's run does
-        not test hypotheses again."""
+        not locate (tier 2 is a dozen compiles): it must still be in the graph. The symptom the
+        located node showed must be the candidate's outputs' (a NaN-pattern bug stays one; the
+        reducer starts from the graph cut at that node). A behaviour (an explained divergence) is
+        shown by any divergence on its backend; an unexplained one by no explained divergence."""
         if other is None or other.kind != self.kind:
             return False
         if self.kind == Kind.FAILURE:
             return other.parts[:-1] == self.parts[:-1]  # a candidate's run is not bisected
         if self["explanation"] != MISSING:
             return other["stack_device"] == self["stack_device"]
+        if other["explanation"] != MISSING:  # what triage explains (a precision, an option) is not this defect
+            return False
         op = self["first_div_op"]
         skip = {"first_div_op", "explanation", "culprit"}
-        if op != MISSING:  # the symptom the located node showed: an unlocated candidate cannot measure it
-            skip.add("symptom")
         if self["output_dtype"] == MISSING:
             skip.add("output_dtype")
         if self["verdict"] == Verdict.REFERENCE_SUSPECT:  # a candidate runs one target: no consensus to find

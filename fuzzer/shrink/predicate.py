@@ -4,10 +4,12 @@ The key is ``core.bugs``' one definition, so the reducer keeps exactly what tria
 crash or error must end with the same status, stage, exception type (or signal) and message
 template; a discrepancy must keep its verdict from the float64 oracle (the target blamed, the
 reference, or both far), its symptom and output dtype, and the operator where it started must
-still be in the graph (``BugKey.shown_by``). An accuracy failure therefore cannot shrink to
+still be in the graph, and the located node's symptom must be the candidate's (``BugKey.shown_by``). An accuracy failure therefore cannot shrink to
 nothing, nor to a different error. Candidates are judged with the campaign's own settings.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from core.bugs import BugKey, Status, bug_key
 from core.ir import Variant
@@ -32,16 +34,28 @@ class SameBug:
 
     def __call__(self, v: Variant) -> bool:
         self.calls += 1
-        if self.fresh:
-            self.sandbox.stop()  # the next request adopts the warm spare: a fresh process, no import wait
-        request = RunRequest(f"candidate-{self.calls}", self.seed_id, v.to_payload(), self.specs, self.settings,
-                             self.output_kind, list(output_names(v)), v.mode)
-        try:
-            outcomes, _ = run_variant(self.sandbox, request)
-        except Exception:  # noqa: BLE001 - a candidate the executor cannot even load is not the bug
+        outcomes = self._run(v, self.settings)
+        if outcomes is None:
             return False
         target = next(o for o in outcomes if o.backend == self.target_name)
         return outcomes[0].status == Status.OK and self.key.shown_by(bug_key(target.key_fields()), v.ops)
+
+    def explanation(self, v: Variant) -> str | None:
+        """What triage's hypotheses (a lower precision, another option set) say of ``v``'s divergence, run
+        once on the final graph: a candidate that an explanation covers shows a behaviour, not this bug."""
+        outcomes = self._run(v, dataclasses.replace(self.settings, explain=True))
+        target = next((o for o in outcomes or () if o.backend == self.target_name), None)
+        return getattr(target, "explanation", None) or None
+
+    def _run(self, v: Variant, settings: JudgeSettings):
+        if self.fresh:
+            self.sandbox.stop()  # the next request adopts the warm spare: a fresh process, no import wait
+        request = RunRequest(f"candidate-{self.calls}", self.seed_id, v.to_payload(), self.specs, settings,
+                             self.output_kind, list(output_names(v)), v.mode)
+        try:
+            return run_variant(self.sandbox, request)[0]
+        except Exception:  # noqa: BLE001 - a candidate the executor cannot even load is not the bug
+            return None
 
     def close(self) -> None:
         self.sandbox.close()
