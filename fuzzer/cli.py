@@ -127,6 +127,8 @@ def cmd_report(args) -> int:
         raise UserError(f"gapfuzz report needs {e.name}: pip install 'gapfuzz[notebook]'") from None
 
     run = _run(args.run_dir, args)
+    if args.vendor:
+        return _vendor_digest(run, args)
     if args.out:
         _check_report_out(Path(args.out), run)
     try:
@@ -164,12 +166,37 @@ def cmd_diff(args) -> int:
     return 0
 
 
+def _vendor_digest(run, args) -> int:
+    from analysis.table import format_table
+    from analysis.vendor import digest
+
+    if run.path is None:
+        raise UserError(f"{args.run_dir}: the vendor digest is written from a local run folder")
+    out = Path(args.out) if args.out else run.path / "vendor" / args.vendor.split("@")[0]
+    try:
+        found = digest(run, args.vendor, out)
+    except OSError as e:
+        raise UserError(f"{out}: cannot write the digest: {e.strerror or e}") from None
+    if not found:
+        stacks = sorted({str(b).split("@")[0] for b in run.records["backend"].unique()})
+        raise UserError(f"{args.run_dir}: no findings of stack {args.vendor!r} (its stacks: {', '.join(stacks)})")
+    print(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
+                       [[b.name + (" (explained)" if b.explained else ""), ", ".join(b.ops), len(b.clusters), b.runs,
+                         b.reproducers] for b in found]))
+    print(f"digest: {out}/README.md")
+    return 0
+
+
 def cmd_repro(args) -> int:
     from results.store import ResultsError
 
     from .repro import ReproError, reproduce_cluster
 
-    _run(args.run_dir)  # a bad folder is one clear line before anything is built
+    run = _run(args.run_dir)  # a bad folder is one clear line before anything is built
+    if args.all:
+        return _repro_all(run, args)
+    if not args.cluster_id:
+        raise UserError("gapfuzz repro: name a cluster id (from gapfuzz triage), or give --all")
     try:
         r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries,
                               allow_plugins=args.allow_plugins)
@@ -180,9 +207,41 @@ def cmd_repro(args) -> int:
               f"not minimised; see {r.folder}/shrink.json")
         return 1
     print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
-          f"in {r.seconds:.0f} s; repro.py failed {r.failures} of {r.tries} fresh runs")
+          f"in {r.seconds:.0f} s; repro.py ({r.form}, {r.lines} lines) failed {r.failures} of {r.tries} fresh runs")
+    for note in r.notes:
+        print(f"note: {note}")
     print(f"reproducer: {r.folder}/repro.py   report: {r.folder}/report.md")
     return 0 if r.status == "reproducible" else 1
+
+
+def _repro_all(run, args) -> int:
+    """Every vendor cluster under one time budget, the unreproduced first; a table of what each gave."""
+    import time
+
+    from analysis.table import format_table
+    from results.store import ResultsError
+
+    from .repro import ReproError, reproduce_cluster
+
+    if run.path is None:
+        raise UserError(f"{args.run_dir}: gapfuzz repro minimises from a local run folder")
+    ids = list(run.clusters(vendor=True)["cluster"])
+    todo = [c for c in ids if not (run.path / "repros" / c / "shrink.json").is_file()]
+    t0, rows = time.perf_counter(), []
+    for i, cluster in enumerate(todo):
+        if time.perf_counter() - t0 > args.budget_s:
+            rows.append([cluster, "not started: budget spent", "", "", ""])
+            continue
+        print(f"[{i + 1}/{len(todo)}] {cluster}", flush=True)
+        try:
+            r = reproduce_cluster(args.run_dir, cluster, None, max_calls=args.max_calls, tries=args.tries,
+                                  allow_plugins=args.allow_plugins)
+            rows.append([cluster, r.status, r.form, r.lines, f"{r.seconds:.0f}"])
+        except (ResultsError, ReproError) as e:
+            rows.append([cluster, f"not minimised: {e}"[:100], "", "", ""])
+    print(format_table(["cluster", "status", "form", "lines", "seconds"], rows))
+    print(f"{len(ids) - len(todo)} of {len(ids)} vendor clusters had a reproducer already")
+    return 0
 
 
 def cmd_mutators(args) -> int:

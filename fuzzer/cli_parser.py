@@ -63,7 +63,10 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
     rp.add_argument("run_dir")
-    rp.add_argument("--out", type=path_arg, help="HTML file to write (default: RUN_DIR/report.html)")
+    rp.add_argument("--out", type=path_arg, help="HTML file to write (default: RUN_DIR/report.html); with --vendor, "
+                    "the folder for the digest (default: RUN_DIR/vendor/<stack>)")
+    rp.add_argument("--vendor", metavar="STACK", help="instead of the HTML report, one issue text per behaviour of one "
+                    "stack (e.g. openvino), each listing its operators and reproducers, and a pytest file of them")
 
     d = sub.add_parser("diff", help="clusters new, gone and still there between two campaigns")
     d.add_argument("run_a", help="the earlier run folder")
@@ -99,7 +102,11 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
 
     x = sub.add_parser("repro", help="minimise a cluster's representative; write repro.py and report.md")
     x.add_argument("run_dir")
-    x.add_argument("cluster_id", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
+    x.add_argument("cluster_id", nargs="?", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
+    x.add_argument("--all", action="store_true", help="every vendor cluster of the run, one after another, the "
+                   "unreproduced first; those with a reproducer already are skipped")
+    x.add_argument("--budget-s", type=positive_int, default=3600, help="with --all: stop starting clusters after "
+                   "this many seconds")
     x.add_argument("--out", type=path_arg, help="folder (default: RUN_DIR/repros/<cluster id>)")
     x.add_argument("--max-calls", type=positive_int, default=300, help="budget of checks while shrinking")
     x.add_argument("--tries", type=positive_int, default=3, help="fresh runs of repro.py before it is declared final")

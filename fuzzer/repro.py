@@ -33,11 +33,12 @@ from .recipe import Recipe
 from .repro_code import reproducer, save_inputs
 from .repro_report import bug_report
 from .shrink.core import Shrinker, counted
-from .shrink.passes import DEFAULT_PASSES
+from .reproducers.stacks import Case, Script, check_of, native_scripts
+from .shrink.passes import DEFAULT_PASSES, cut_after
 from .shrink.predicate import SameBug
 
 log = logging.getLogger("gapfuzz.fuzzer")
-BLOCK_GAPFUZZ = "import sys\nfor m in ('fuzzer', 'workers', 'seeds', 'analysis'):\n    sys.modules[m] = None\n"
+BLOCK_GAPFUZZ = "for m in ('fuzzer', 'workers', 'seeds', 'analysis'):\n    sys.modules[m] = None\n"
 
 
 @dataclass
@@ -58,6 +59,9 @@ class ReproResult:
     kind: str = ""
     symptom: str = ""  # a divergence's symptom, or a failure's status and exception type
     ops: list = field(default_factory=list)  # the minimised graph's operators, in graph order
+    form: str = ""  # how repro.py shows the bug: in the stack's own API (fuzzer.reproducers) or "generic"
+    lines: int = 0
+    notes: list = field(default_factory=list)  # what the report must say (index-only, explained, ...)
 
 
 class ReproError(ValueError):
@@ -73,14 +77,16 @@ def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bo
     and ``inputs.pt``, with no script folder on ``sys.path`` (``-P``): a run folder is data, and a
     ``torch.py`` shipped beside a reproducer must not stand in for torch."""
     failures, last = 0, ""
-    code = (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
-        "exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})"
+    code = "import sys\n" + (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
+        "try:\n    exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})\n" \
+        "except Exception:  # the script itself failed (exit 1 would read as the bug)\n" \
+        "    import traceback\n    traceback.print_exc()\n    sys.exit(4)\n"
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10 has no -P; the scratch folder stands
     for _ in range(tries):
         # output to a file and the process in its own group: a child that a crashing stack forked and
         # left behind (seen with OpenVINO) would otherwise hold the pipes open until the timeout
         with tempfile.TemporaryFile("w+") as log, tempfile.TemporaryDirectory(prefix="gapfuzz-verify-") as scratch:
-            for name in ("repro.py", "inputs.pt"):
+            for name in ("repro.py", "inputs.pt", "model.onnx"):
                 if (folder / name).is_file():
                     shutil.copyfile(folder / name, Path(scratch) / name)
             proc = subprocess.Popen([sys.executable, *safe_path, "-c", code], cwd=scratch, stdout=log,
@@ -149,8 +155,11 @@ def _field(record: dict, key: str, parse):
 
 
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
-              tries: int = 3, allow_plugins: bool = False) -> ReproResult:
+              tries: int = 3, allow_plugins: bool = False, progress=None) -> ReproResult:
+    """Minimise ``record``'s variant to the smallest graph that shows its bug key, write the reproducer
+    and report into ``out_dir``; ``progress(line)`` hears each step (default: standard error)."""
     t0 = time.perf_counter()
+    say = progress or _say
     run_dir, out = Path(run_dir), Path(out_dir)
     key = bug_key(record)
     if key is None:
@@ -184,7 +193,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     settings = JudgeSettings(c.reference.name, c.oracle.name if c.oracle else None,
                              target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,
                              compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False,
-                             explain=False)
+                             explain=False, bisect=False)  # a candidate is judged, never bisected nor explained
     output_kind = record.get("output_kind") or "tensor"
     same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind)
     predicate, counts = counted(same_bug)
@@ -193,33 +202,113 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                          stack=f"{target.stack}@{target.device}", kind=str(key.kind),
                          symptom=key["symptom"] if key.kind != Kind.FAILURE else
                          f"{key['status']} {key['error_type']} {key['template']}")
+    say(f"{record['variant_id']} on {target.name}: {variant.node_count} operator calls; confirming the bug")
     try:
-        if not predicate(variant):
+        variant = _start(variant, record, predicate, say)
+        if variant is None:
             result.predicate_calls = same_bug.calls
             return _finish(result, t0)
-        shrinker = Shrinker(variant, predicate, max_calls=max_calls)
+        shrinker = Shrinker(variant, _announced(predicate, say), max_calls=max_calls)
         dropped = []
         shrinker.apply(lambda sh: dropped.append(_drop_mutations(sh, recipe, c.capture.max_params, probe)),
                        "drop_mutations")
         final = shrinker.run(DEFAULT_PASSES)
         result.stats = shrinker.report()
+        say(f"shrunk to {final.node_count} operator call(s) with {same_bug.calls} checks")
+        explained = same_bug.explanation(final) if key.kind == Kind.DISCREPANCY else None
     finally:
         same_bug.close()
     result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped[0]
     result.ops = [str(n.target) for n in final.gm.graph.nodes if n.op == "call_function"]
     title = _title(record, target.name, final)
     compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}
-    save_inputs(final, out / "inputs.pt")
-    (out / "repro.py").write_text(reproducer(final, target, record, title, compare, output_kind,
-                                             c.compare.detection_adapter, settings.timeout_s))
-    result.failures, output = verify(out, tries, settings.timeout_s, target.backend_cls().prepare_fn is not None,
-                                     reproduced_by(record, key), record["status"] == Status.TIMEOUT)
-    result.tries = tries
+    for stale in ("repro.py", "inputs.pt", "model.onnx", "report.md"):
+        (out / stale).unlink(missing_ok=True)
+    check = dict(timeout=settings.timeout_s, block_gapfuzz=target.backend_cls().prepare_fn is not None,
+                 reproduced=reproduced_by(record, key), hang_reproduces=record["status"] == Status.TIMEOUT)
+    case = Case(final, target, record, title, check_of(record, key["symptom"] if key.kind == Kind.DISCREPANCY else ""),
+                c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"), (1.3e-6, 1e-5)),
+                dict(target.options), *_failure_words(key))
+    script, output = None, ""
+    for candidate in native_scripts(case) if not explained else []:
+        say(f"checking a reproducer in the stack's own API ({candidate.form}, {candidate.lines} lines)")
+        _write(out, candidate.text, candidate.files)
+        failures, output = verify(out, 1, **check)
+        if failures:
+            script = candidate
+            break
+        log.info("the %s reproducer does not show the bug: %s", candidate.form, output[-300:])
+    if script is None:  # the generic form: gapfuzz's own harness, copied, with inputs.pt
+        say("writing the generic reproducer (inputs.pt beside it)")
+        script = Script(reproducer(final, target, record, title, compare, output_kind, c.compare.detection_adapter,
+                                   settings.timeout_s), "generic", [])
+        _write(out, script.text, {})
+        save_inputs(final, out / "inputs.pt")
+    say(f"running repro.py in {tries} fresh processes")
+    result.failures, output = verify(out, tries, **check)
+    result.tries, result.form, result.lines, result.notes = tries, script.form, script.lines, list(script.notes)
+    if explained:
+        result.notes.append(f"the minimised graph's divergence is explained as {explained} (what triage says of a "
+                            f"precision or option behaviour): it is not this cluster's defect, so not offered")
+        result.failures = 0
     result.status = (ReproStatus.REPRODUCIBLE if result.failures == tries else
                      ReproStatus.FLAKY if result.failures else ReproStatus.NOT_REPRODUCED)
     (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
-                                              output, result, cluster or {}))
+                                              output, result, cluster or {}, script))
+    say(f"{result.status}: repro.py ({script.form}, {script.lines} lines) failed {result.failures} of {tries} runs")
     return _finish(result, t0)
+
+
+def _say(line: str) -> None:
+    print(f"[repro] {line}", file=sys.stderr, flush=True)
+
+
+def _start(variant, record: dict, predicate, say):
+    """Where shrinking starts: the graph cut right after the located node, whose outputs then show the
+    node's own symptom; else the whole variant. None when neither shows the bug."""
+    node = record.get("first_div_node")
+    if node and record.get("symptom") not in GRADIENT_SYMPTOMS and variant.mode != "training" and \
+            any(n.name == node for n in variant.gm.graph.nodes if n.op == "call_function"):
+        try:
+            cut = cut_after(variant, node)
+        except Exception:  # noqa: BLE001 - a node whose prefix is no graph of its own: start whole
+            cut = None
+        if cut is not None and predicate(cut):
+            say(f"the bug shows at {record.get('first_div_op')} ({node}): {cut.node_count} operator calls")
+            return cut
+    if predicate(variant):
+        return variant
+    say("the representative did not show its bug again")
+    return None
+
+
+def _announced(predicate, say):
+    """``predicate``, telling each accepted candidate's size and every tenth check."""
+    calls = [0]
+
+    def check(v):
+        calls[0] += 1
+        ok = predicate(v)
+        if ok or calls[0] % 10 == 0:
+            say(f"check {calls[0]}: {v.node_count} operator calls" + (" (kept)" if ok else ""))
+        return ok
+    return check
+
+
+def _failure_words(key) -> tuple[str, str]:
+    """A failure's exception type (its last name) and the fixed start of its message template."""
+    if key.kind != Kind.FAILURE:
+        return "", ""
+    words = key["template"].split(" | ")[0].split("<")[0].strip()
+    return key["error_type"].rsplit(".", 1)[-1], words[:60] if len(words) >= 8 else ""
+
+
+def _write(out: Path, text: str, files: dict) -> None:
+    for stale in ("inputs.pt", "model.onnx"):
+        (out / stale).unlink(missing_ok=True)
+    (out / "repro.py").write_text(text)
+    for name, data in files.items():
+        (out / name).write_bytes(data)
 
 
 def _finish(result: ReproResult, t0: float) -> ReproResult:
@@ -260,7 +349,7 @@ def _title(record: dict, backend: str, v) -> str:
 
 
 def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3,
-                      allow_plugins: bool = False) -> ReproResult:
+                      allow_plugins: bool = False, progress=None) -> ReproResult:
     """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
     from analysis.api import load_run
 
@@ -277,7 +366,7 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
                          f"(triage and report read it where it is)")
     out = Path(out_dir) if out_dir else run.path / "repros" / row["cluster"]
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
-                     allow_plugins=allow_plugins)
+                     allow_plugins=allow_plugins, progress=progress)
 
 
 def _missing(v) -> bool:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import platform
+import re
 
 from core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Verdict
 from workers.culprit import in_words
@@ -12,15 +14,30 @@ from workers.registry import BackendSpec
 
 @functools.lru_cache(maxsize=1)
 def environment() -> str:
-    """torch.utils.collect_env's report (torch, CUDA, drivers, OS, CPU, libraries)."""
+    """What a maintainer asks first, in a few lines: torch, Python, OS, CPU and GPU model (not
+    ``collect_env``'s page of CPU flags and unrelated libraries)."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
     try:
-        from torch.utils import collect_env
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return (f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+            f"CPU: {cpu} ({os.cpu_count()} threads); GPU: {gpu}")
 
-        return collect_env.get_pretty_env_info()
-    except Exception as e:  # noqa: BLE001 - an environment we cannot fully read is still reported
-        import torch
 
-        return f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()} ({e})"
+def fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``, so the text cannot close it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def block(text: str, lang: str = "") -> list[str]:
+    f = fence(text)
+    return [f + lang, text.rstrip(), f]
 
 
 def expected_text(record: dict) -> str:
@@ -41,7 +58,7 @@ def _consensus(record: dict) -> str:
 
 
 def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
-               cluster: dict) -> str:
+               cluster: dict, script=None) -> str:
     cls = target.backend_cls()
     version = cls.version()
     kind = f"ends in {record['status']} at the {record.get('stage')} stage"
@@ -56,42 +73,35 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
     verdict = {ReproStatus.REPRODUCIBLE: f"reproduced in {result.failures} of {result.tries} fresh runs",
                ReproStatus.FLAKY: f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
                ReproStatus.NOT_REPRODUCED: f"NOT reproduced in {result.tries} fresh runs"}[result.status]
-    error = record.get("message") or ""
-    figures = {k: record.get(k) for k in ("symptom", "verdict", "max_abs_err", "tol_ratio", "err_vs_oracle",
-                                          "ref_err_vs_oracle", "first_div_node", "first_div_op", "output_dtype")}
+    form = getattr(script, "form", "generic")
+    needs = "the files beside it" if form == "generic" else \
+        "nothing but the stack's package" + (" and model.onnx beside it" if "model.onnx" in form else "")
     lines = [
         f"# {title}", "",
         "## Summary", "",
         f"On `{target.name}` ({cls.__name__} {version}, options `{json.dumps(target.options)}`), this graph of "
-        f"{final.node_count} ATen operator call(s) ({', '.join(f'`{o}`' for o in final.ops)}) {kind}. "
+        f"{final.node_count} operator call(s) ({', '.join(f'`{o}`' for o in final.ops)}) {kind}. "
         f"The reproducer {verdict}.", "",
+        *[f"**Note:** {n}" for n in getattr(result, "notes", [])], *([""] if getattr(result, "notes", []) else []),
         *(["## Where in the compiler", "", culprit, ""] if (culprit := in_words(record)) else []),
         "## Reproduce", "",
-        "```sh\npython repro.py   # needs torch and the backend's package; inputs.pt holds the inputs and weights\n```",
-        "", "```python", code.rstrip(), "```", "",
+        f"`python repro.py` ({form}; it needs {needs}). It exits 1 while the bug is present.", "",
+        *(["Rules it meets: " + "; ".join(script.rules) + ".", ""] if getattr(script, "rules", None) else []),
+        *block(code, "python"), "",
         "## Expected and actual", "",
-        expected_text(record), "", "Actual, as printed by `repro.py`:", "",
-        "```", output.strip(), "```", "",
+        expected_text(record), "", "Actual, as printed by `repro.py`:", "", *block(output.strip()), "",
     ]
-    if record["status"] == Status.MISMATCH:
-        lines += ["Figures of the original (unminimised) run:", "", "```json", json.dumps(figures, indent=1,
-                                                                                         default=str), "```", ""]
-    else:
-        lines += ["## Error", "", "```", (error or record.get("cause") or "").strip()[:3000], "```", ""]
+    if record["status"] not in (Status.MISMATCH, Status.OK):
+        lines += ["## Error", "", *block((record.get("message") or record.get("cause") or "").strip()[:3000]), ""]
     lines += [
         "## How it was found", "",
-        f"gapfuzz campaign `{record.get('campaign')}`, seed `{record['seed_id']}` ({record.get('seed_source')}, "
-        f"family {record.get('family')}), variant `{record['variant_id']}`, recipe:", "",
-        "```json", json.dumps(json.loads(record["recipe"]), indent=1), "```", "",
-        f"Input probe `{record.get('probe') or EXAMPLE_PROBE}` (the inputs in `inputs.pt` are that probe's): "
-        f"`{record.get('probe_recipe') or '{}'}`.", "",
-        f"Minimised from {result.nodes_before} to {result.nodes_after} operator call(s) with "
-        f"{result.predicate_calls} checks, each in a fresh process; {result.mutations_dropped} mutation(s) of the "
-        f"recipe were not needed (remaining: {[m[0] for m in recipe.mutations] or 'none: the seed itself'}).",
+        f"gapfuzz campaign `{record.get('campaign')}`, seed `{record['seed_id']}`, variant `{record['variant_id']}` "
+        f"(mutations: {[m[0] for m in json.loads(record['recipe']).get('mutations', [])] or 'none'}), input probe "
+        f"`{record.get('probe') or EXAMPLE_PROBE}` (`{record.get('probe_recipe') or '{}'}`). Minimised from "
+        f"{result.nodes_before} to {result.nodes_after} operator call(s) with {result.predicate_calls} checks; "
+        f"{result.mutations_dropped} mutation(s) were not needed.",
     ]
     if cluster:
-        lines += ["", f"Cluster `{cluster.get('cluster')}` holds {cluster.get('count')} run(s) over "
-                      f"{cluster.get('seeds')} seed(s)."]
-    lines += ["", "## Environment", "", f"Backend: `{target.name}`, {cls.__name__} {version}", "", "```",
-              environment().strip(), "```", ""]
+        lines[-1] += f" Cluster `{cluster.get('cluster')}`: {cluster.get('count')} run(s) over {cluster.get('seeds')} seed(s)."
+    lines += ["", "## Environment", "", f"{cls.__name__} {version}; " + environment(), ""]
     return "\n".join(lines)
