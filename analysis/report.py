@@ -2,7 +2,11 @@
 
 Plots are matplotlib (Agg) PNGs inlined as base64, the CSS is inline, so the file can be
 mailed or attached to a bug report and opens offline. Every section has exactly one plot;
-a section without data shows a plot that says so, so a missing plot is always a defect.
+a section without data shows a plot that says so, so a missing plot is always a defect. Above
+the sections, the campaign's settings and the stack versions its records report (tables only).
+The tables are built in ``analysis.report_tables`` from what triage reads: a backend's vendor
+rate counts the runs of triage's vendor clusters, and the runs triage explains are shown apart.
+Each cluster links to its reproducer (``repros/<id>/``) where ``gapfuzz repro`` made one.
 """
 from __future__ import annotations
 
@@ -24,8 +28,10 @@ import matplotlib.patches  # noqa: E402
 
 from core.bugs import Status, Verdict  # noqa: E402
 
+from . import report_tables as tables  # noqa: E402
 from .api import Run  # noqa: E402
 from .clusters import LEVEL  # noqa: E402
+from .report_tables import html_table as _table  # noqa: E402
 from .triage import culprit_text, describe  # noqa: E402
 
 MAX_OPS = 60
@@ -35,7 +41,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top;max-width:32em;overflow-wrap:break-word}th{background:#f3f3f3;white-space:nowrap}
 img{max-width:100%;height:auto;display:block}.scroll{overflow-x:auto}td:first-child{white-space:nowrap}
-.meta{color:#666}.note{color:#666;font-size:12px}code{font-size:12px}"""
+.meta{color:#666}.note{color:#666;font-size:12px}code{font-size:12px}td code{white-space:nowrap}"""
 
 
 def _png(fig) -> str:
@@ -58,20 +64,13 @@ def _figure(title: str, draw, has_data: bool, size=(8, 3.5)) -> str:
     return f'<img class="plot" alt="{alt}" src="data:image/png;base64,{_png(fig)}">'
 
 
-def _table(df: pd.DataFrame, empty: str = "nothing to show") -> str:
-    if df is None or df.empty:
-        return f'<p class="note">{html.escape(empty)}</p>'
-    table = df.to_html(index=False, escape=True, float_format=lambda v: f"{v:.3g}", border=0, na_rep="")
-    return f'<div class="scroll">{table}</div>'
-
-
 STATUS_COLORS = {Status.OK: "#4dac26", Status.MISMATCH: "#f1a340", Status.ERROR: "#d7191c",
                  Status.UNSUPPORTED: "#999999", Status.CRASH: "#67001f", Status.TIMEOUT: "#762a83",
                  Status.OOM: "#8c510a", Status.INVALID: "#dddddd"}
 SEVERITY_COLORS = {6: "#67001f", 5: "#b2182b", 4: "#d6604d", 3: "#f4a582", 2: "#4393c3", 1: "#bbbbbb", 0: "#dddddd"}
 
 
-def _status(run: Run) -> tuple[str, str]:
+def _status(run: Run, out_dir=None) -> tuple[str, str]:
     t = run.status_summary().rename_axis(columns=None)
     parts = t.drop(columns="total", errors="ignore")
 
@@ -82,7 +81,7 @@ def _status(run: Run) -> tuple[str, str]:
     return _figure("runs per backend and status", draw, not parts.empty), _table(t.reset_index())
 
 
-def _support(run: Run) -> tuple[str, str]:
+def _support(run: Run, out_dir=None) -> tuple[str, str]:
     m = run.support_matrix()
     shown = m.assign(_min=m.min(axis=1)).sort_values(["_min"]).drop(columns="_min").head(MAX_OPS).sort_index() \
         if not m.empty else m
@@ -102,20 +101,31 @@ def _support(run: Run) -> tuple[str, str]:
     return _figure("operator support per backend", draw, not m.empty), note + _table(run.portability())
 
 
-def _divergence(run: Run) -> tuple[str, str]:
-    d = run.divergence()
+def _divergence(run: Run, out_dir=None) -> tuple[str, str]:
+    d = tables.divergence(run)
+    shown = d[d["completed"] > 0]
 
     def draw(fig, ax):
-        x = np.arange(len(d))
-        ax.bar(x - 0.2, d["mismatch_rate"], 0.4, label=str(Status.MISMATCH))
-        ax.bar(x + 0.2, d["vendor_rate"], 0.4, label=f"{Verdict.TARGET_DIVERGENT} (vendor)")
-        ax.set_xticks(x, d["backend"], rotation=30, ha="right", fontsize=8)
+        x = np.arange(len(shown))
+        for i, (col, label, color) in enumerate((
+                ("mismatch_rate", str(Status.MISMATCH), "#f1a340"),
+                ("vendor_rate", "vendor findings (triage's vendor clusters)", "#b2182b"),
+                ("explained_rate", "explained (precision, options: no finding)", "#92c5de"))):
+            ax.bar(x + (i - 1) * 0.27, shown[col], 0.27, label=label, color=color)
+        ax.set_xticks(x, shown["backend"], rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("share of completed runs")
         ax.legend(fontsize=8)
-    return _figure("divergence rate per backend", draw, not d.empty), _table(d)
+    note = ('<p class="note">Runs per target by what <code>gapfuzz triage</code> makes of them: <b>vendor '
+            "divergent</b> and <b>vendor failures</b> are the runs of its vendor clusters (the stack's own "
+            "findings); <b>explained</b>: behaviours an explanation accounts for (a precision default, another "
+            f"option set); <b>benign</b>: reduction order, ill-conditioning, amplified rounding; <b>pytorch</b>: "
+            f"{html.escape(str(Verdict.REFERENCE_SUSPECT))} clusters, filed against PyTorch; <b>other</b>: the "
+            "rest of the clustered runs (the reference's own divergences, say). vendor_rate = vendor divergent / "
+            "completed.</p>")
+    return _figure("divergence rate per backend", draw, not shown.empty), note + _table(d)
 
 
-def _tolerance(run: Run) -> tuple[str, str]:
+def _tolerance(run: Run, out_dir=None) -> tuple[str, str]:
     t = run.tolerance_curve()
 
     def draw(fig, ax):
@@ -131,8 +141,8 @@ def _tolerance(run: Run) -> tuple[str, str]:
     return _figure("pass rate against tolerance", draw, not t.empty), _table(table.iloc[:, ::2] if len(t) else t)
 
 
-def _slowdown(run: Run) -> tuple[str, str]:
-    s = run.slowdowns()
+def _slowdown(run: Run, out_dir=None) -> tuple[str, str]:
+    s, summary, left_out = tables.slowdowns(run)
 
     def draw(fig, ax):
         groups = [(b, g["slowdown"].to_numpy()) for b, g in s.groupby("backend")]
@@ -141,36 +151,47 @@ def _slowdown(run: Run) -> tuple[str, str]:
         ax.set_yscale("log")
         ax.axhline(1, color="#888", lw=0.8)
         ax.set_ylabel(f"latency / {run.reference}")
-    return _figure(f"slowdown against {run.reference}", draw, not s.empty), _table(run.slowdown_summary())
+    oracle = f"the oracle ({html.escape(run.oracle)}) and " if run.oracle else ""
+    note = (f'<p class="note">The example inputs only, each variant against {html.escape(run.reference)} on the same '
+            f"variant; left out: {oracle}{left_out} timed runs of other input sets (a probe run is timed once, and a "
+            "layout probe on a stack that compiles again for new strides times that compile).</p>")
+    return _figure(f"slowdown against {run.reference}", draw, not s.empty), note + _table(summary)
 
 
-def _clusters(run: Run) -> tuple[str, str]:
+def _clusters(run: Run, out_dir=None) -> tuple[str, str]:
     c = run.clusters()
     top = c.head(20).iloc[::-1]
 
     def draw(fig, ax):
         ax.barh(top["cluster"], top["count"], color=top["severity"].map(SEVERITY_COLORS).fillna("#bbbbbb"))
         ax.tick_params(axis="y", labelsize=7)
-        shown = sorted(set(top["severity"]), reverse=True)
-        ax.legend(handles=[matplotlib.patches.Patch(color=SEVERITY_COLORS[v], label=LEVEL[v]) for v in shown],
+        levels = sorted(set(top["severity"]), reverse=True)
+        ax.legend(handles=[matplotlib.patches.Patch(color=SEVERITY_COLORS[v], label=LEVEL[v]) for v in levels],
                   fontsize=7, loc="lower right")
         ax.set_xlabel("runs")
         fig.set_size_inches(8, 1 + 0.25 * len(top))
+    shown = c.head(MAX_CLUSTERS)
     rows = pd.DataFrame({
-        "cluster": c["cluster"], "severity": c["level"], "vendor": c["vendor"].map({True: "yes", False: ""}),
-        "runs": c["count"], "seeds": c["seeds"],
-        "impact": c["impact"].map(lambda v: "" if v != v else int(v)), "known": c["known"].fillna(""),
-        "what": [describe(r) for r in c.itertuples()],
-        "where in the compiler": [culprit_text(r) for r in c.itertuples()],
-        "shared options": c["shared_options"].fillna(""),
-        "backends": c["backends"].map(", ".join), "probes": c["probes"].map(lambda v: ", ".join(v[:4])),
-        "modes": c["modes"].map(", ".join), "families": c["families"].map(lambda v: ", ".join(v[:5])),
-        "mutations": c["mutations"].map(lambda v: ", ".join(v[:5])), "representative": c["representative"],
-    }).head(MAX_CLUSTERS) if len(c) else c
-    return _figure("largest clusters (top 20)", draw, not c.empty), _table(rows, "no failures or divergences")
+        "cluster": shown["cluster"],
+        "reproducer": pd.Series([tables.reproducer_links(run, r, out_dir) for r in shown.itertuples()],
+                                index=shown.index, dtype=object),  # object: the links stay Raw
+        "severity": shown["level"], "vendor": shown["vendor"].map({True: "yes", False: ""}),
+        "runs": shown["count"], "seeds": shown["seeds"],
+        "impact": shown["impact"].map(lambda v: "" if v != v else int(v)), "known": shown["known"].fillna(""),
+        "what": [describe(r) for r in shown.itertuples()],
+        "why": pd.Series([tables.why_command(run, cid) for cid in shown["cluster"]], index=shown.index, dtype=object),
+        "where in the compiler": [culprit_text(r) for r in shown.itertuples()],
+        "shared options": shown["shared_options"].fillna(""),
+        "backends": shown["backends"].map(", ".join), "probes": shown["probes"].map(lambda v: ", ".join(v[:4])),
+        "modes": shown["modes"].map(", ".join), "families": shown["families"].map(lambda v: ", ".join(v[:5])),
+        "mutations": shown["mutations"].map(lambda v: ", ".join(v[:5])), "representative": shown["representative"],
+    }) if len(c) else c
+    note = ('<p class="note">reproducer: what <code>gapfuzz repro RUN_DIR CLUSTER</code> wrote for a cluster; why: '
+            "its key's parts and what its runs differ in.</p>") if len(c) else ""
+    return _figure("largest clusters (top 20)", draw, not c.empty), note + _table(rows, "no failures or divergences")
 
 
-def _coverage(run: Run) -> tuple[str, str]:
+def _coverage(run: Run, out_dir=None) -> tuple[str, str]:
     """Pass coverage: the Inductor passes each compiler target ran and the pattern-matcher patterns it
     fired, by how many variants did (the rare ones are what coverage guidance rewards)."""
     cols = ["variant_id", "backend", "compiler_passes", "compiler_patterns"]
@@ -201,11 +222,20 @@ SECTIONS = [("status", "Status summary", _status), ("support", "Operator and see
             ("coverage", "Compiler pass coverage", _coverage)]
 
 
-def render(run: Run) -> str:
-    """The report as one HTML string."""
-    body = []
+def _campaign(run: Run) -> str:
+    """The campaign's settings and the stacks it ran, with their versions: no plot, so no section."""
+    settings, backends = tables.settings(run)
+    return (f'<div id="campaign"><h2>Campaign and stacks</h2>{_table(settings)}'
+            f'{_table(backends, "no backend recorded")}</div>')
+
+
+def render(run: Run, out_dir: str | Path | None = None) -> str:
+    """The report as one HTML string; ``out_dir``: the folder it will be written to (the run folder when
+    not given), which links to reproducers are relative to."""
+    out_dir = Path(out_dir) if out_dir is not None else run.path
+    body = [_campaign(run)]
     for key, title, build in SECTIONS:
-        plot, table = build(run)
+        plot, table = build(run, out_dir)
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2><figure>{plot}</figure>{table}</section>')
     meta = (f"{len(run)} records &middot; reference {html.escape(run.reference)} &middot; oracle "
             f"{html.escape(run.oracle or 'none')} &middot; {html.escape(str(run.folder))} &middot; generated "
@@ -218,7 +248,7 @@ def render(run: Run) -> str:
 def write_report(run: Run, out: str | Path | None = None) -> Path:
     """Write the report (default ``RUN_DIR/report.html``) and return its path."""
     path = Path(out) if out else (run.path or Path(run.name)) / "report.html"  # a run on an object store: here
-    text = render(run)  # before anything is written: a run that cannot be rendered leaves no file
+    text = render(run, path.parent)  # before anything is written: a run that cannot be rendered leaves no file
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -5,8 +5,9 @@
 A run folder is rendered to a temporary report first. The report is loaded from a copy with
 a small script that, after the load event, marks every <img> with its decoded size
 (naturalWidth x naturalHeight); Chromium's --dump-dom returns the marked DOM. Every
-section must hold a plot that decoded to a non-empty image, and nothing may be fetched
-from the network. Exit status: 0 all shown, 1 a plot missing, 2 Chromium not installed.
+section must hold a plot that decoded to a non-empty image, nothing may be fetched
+from the network, and every relative link (a cluster's reproducer) must name a file that
+exists. Exit status: 0 all shown, 1 a plot missing or a link broken, 2 Chromium not installed.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import sys
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,6 +38,7 @@ class Sections(HTMLParser):
         super().__init__()
         self.sections: dict[str, list[dict]] = {}
         self.external: list[str] = []
+        self.links: list[str] = []  # every <a href>
         self._current: str | None = None
 
     def handle_starttag(self, tag, attrs):
@@ -43,11 +46,21 @@ class Sections(HTMLParser):
         for key in ("src", "href"):
             if re.match(r"^\s*(https?:)?//", a.get(key) or ""):
                 self.external.append(f"<{tag} {key}={a[key][:80]}>")
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
         if tag == "section":
             self._current = a.get("id", f"section-{len(self.sections)}")
             self.sections[self._current] = []
         elif tag == "img" and self._current is not None:
             self.sections[self._current].append(a)
+
+
+def broken_links(report: Path) -> tuple[int, list[str]]:
+    """(relative links in the report, those that name no file beside it)."""
+    parsed = Sections()
+    parsed.feed(report.read_text(encoding="utf-8"))
+    relative = [h for h in parsed.links if not urlsplit(h).scheme and not h.startswith(("#", "//"))]
+    return len(relative), [h for h in relative if not (report.parent / unquote(urlsplit(h).path)).is_file()]
 
 
 def browser() -> str | None:
@@ -88,6 +101,9 @@ def check(report: Path, screenshot: Path | None = None) -> tuple[bool, list[str]
     if parsed.external:
         ok = False
         lines.append("FAIL external resources: " + ", ".join(parsed.external[:5]))
+    links, broken = broken_links(report)
+    ok &= not broken
+    lines.append(f"FAIL broken links: {', '.join(broken[:5])}" if broken else f"links: {links} relative, all resolve")
     return ok, lines
 
 
