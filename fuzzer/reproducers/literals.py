@@ -98,7 +98,7 @@ def torch_literal(t: torch.Tensor) -> str:
 def numpy_literal(a: np.ndarray) -> str:
     """``np.array(...)`` that rebuilds a dense array exactly (through its bits where decimals lose them)."""
     a = np.ascontiguousarray(a)
-    t = torch.from_numpy(a.copy()) if a.dtype != np.bool_ else torch.from_numpy(a.copy())
+    t = torch.from_numpy(a.copy())
     values, as_bits = values_of(t)
     if as_bits:
         return f"np.array({values}, dtype=np.{NP_BITS[a.dtype.name]}).view(np.{a.dtype.name})"

@@ -14,6 +14,7 @@ eager's on the CPU, computed here. Exit status 1 while the bug is present.
 """
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ from .literals import SPECIAL_HELPER, generated, inlinable, needs_nan_names, num
 from .onnx_code import helper_source
 from .torch_code import function_source
 
+log = logging.getLogger("gapfuzz.fuzzer")
 INDEX_OPS = {"argmax", "argmin", "sort", "topk", "kthvalue", "mode", "max", "min", "median", "nanmedian", "cummax",
              "cummin", "nonzero", "unique", "sort_stable"}
 
@@ -221,8 +223,8 @@ def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, ru
         model = _onnx_model(case, options)
     except Exception:  # noqa: BLE001 - the exporter cannot take it: the generic reproducer will
         return []
-    if not all(inlinable(t) for t in case.v.inputs):
-        return []  # the torch-based forms generate large inputs; numpy scripts carry literals only
+    if not all(inlinable(t) and t.dtype != torch.bfloat16 for t in case.v.inputs):
+        return []  # the torch-based forms generate large inputs; numpy (no bfloat16) scripts carry literals only
     feed, _ = _feed(model, case)
     expected = _expected(case)
     if any(t.dtype == torch.bfloat16 for t in expected) or not all(inlinable(t) for t in expected):
@@ -300,8 +302,13 @@ WRITERS = {"inductor": torch_compile, "aot-eager": torch_compile, "onnxruntime":
 
 def native_scripts(case: Case) -> list[Script]:
     """The candidate reproducers of ``case`` in its stack's own API, most native first; none for a stack
-    without a writer (a plug-in: the generic reproducer imports its class)."""
+    without a writer (a plug-in: the generic reproducer imports its class). A graph a writer cannot
+    express gives none, never an error: the generic reproducer stands."""
     writer = WRITERS.get(case.target.stack)
     if writer is None or case.target.device != "cpu" and case.target.stack in ("onnxruntime", "openvino"):
         return []
-    return writer(case)
+    try:
+        return writer(case)
+    except Exception as e:  # noqa: BLE001 - a writer's gap costs the native form, not the reproducer
+        log.warning("no %s reproducer in its own API: %s: %s", case.target.stack, type(e).__name__, e)
+        return []
