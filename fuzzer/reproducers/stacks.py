@@ -217,36 +217,40 @@ def _feed(model, case: Case) -> tuple[str, list]:
             "inputs = {\n" + "".join(f"    {x},\n" for x in items) + "}"), arrays
 
 
-def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, rules: list) -> list[Script]:
-    options = dict(case.options)
+def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, rules: list,
+                prepare: str = "") -> list[Script]:
+    """The ONNX model built with onnx.helper (or shipped as model.onnx when it is not small), the inputs
+    and expected values inline, then ``setup`` and ``run``. A failure at the compile stage only
+    ``prepare``s (creates the session), so it needs no inputs."""
     try:
-        model = _onnx_model(case, options)
+        model = _onnx_model(case, dict(case.options))
     except Exception:  # noqa: BLE001 - the exporter cannot take it: the generic reproducer will
         return []
-    if not all(inlinable(t) and t.dtype != torch.bfloat16 for t in case.v.inputs):
-        return []  # the torch-based forms generate large inputs; numpy (no bfloat16) scripts carry literals only
-    feed, _ = _feed(model, case)
-    expected = _expected(case)
-    if any(t.dtype == torch.bfloat16 for t in expected) or not all(inlinable(t) for t in expected):
-        return []
-    exp = "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager"
+    compile_only = _is_failure(case) and case.record.get("stage") in ("convert", "compile") and prepare
+    feed = exp = ""
+    if not compile_only:
+        expected = [] if _is_failure(case) else _expected(case)
+        if not all(inlinable(t) and t.dtype != torch.bfloat16 for t in [*case.v.inputs, *expected]):
+            return []  # the torch-based forms generate large inputs; numpy (no bfloat16) scripts carry literals
+        feed = _feed(model, case)[0]
+        exp = "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" \
+            if expected else ""
     built = helper_source(model)
     out = []
     for form, build, files in (("onnx.helper", built, {}),
                                ("model.onnx", 'model = onnx.load("model.onnx")', {"model.onnx": model.SerializeToString()})):
         if build is None:
             continue
-        head = ["import sys", "", "import numpy as np", *imports,
+        head = ["import sys", "", *([] if compile_only else ["import numpy as np"]), *imports,
                 "import onnx" if form == "model.onnx" else "from onnx import TensorProto, helper, numpy_helper"]
-        text = [_doc(case, needs), *head]
         if any(needs_nan_names(x) for x in (feed, exp, build)):
-            text[1:3] = ["import sys", "from math import inf, nan", ""]
-        body = [build, "", feed, exp, *setup]
+            head[0:2] = ["import sys", "from math import inf, nan", ""]
+        body = [build, "", *[x for x in (feed, exp) if x], *setup]
         if _is_failure(case):
-            body.append(_raises(run, case))
+            body.append(_raises(prepare if compile_only else run, case))
         else:
             body += ["actual = " + run, *_compare_lines(case)]
-        out.append(Script("\n".join([*text, "", *body]).rstrip() + "\n", form, list(rules), files))
+        out.append(Script("\n".join([_doc(case, needs), *head, "", *body]).rstrip() + "\n", form, list(rules), files))
     return out
 
 
@@ -254,18 +258,20 @@ def onnxruntime(case: Case) -> list[Script]:
     level = _LEVELS[case.options.get("graph_optimization_level", "all")]
     setup = ["opts = ort.SessionOptions()", f"opts.graph_optimization_level = ort.GraphOptimizationLevel.{level}",
              f"opts.intra_op_num_threads = {int(case.options.get('threads', 1))}"]
-    run = "ort.InferenceSession(model.SerializeToString(), opts, providers=['CPUExecutionProvider']).run(None, inputs)"
-    return _onnx_forms(case, run, "numpy, onnx and onnxruntime (no torch)", ["import onnxruntime as ort"], setup,
-                       ["the ONNX model built with onnx.helper, run with the session options that showed the bug"])
+    session = "ort.InferenceSession(model.SerializeToString(), opts, providers=['CPUExecutionProvider'])"
+    return _onnx_forms(case, session + ".run(None, inputs)", "onnx and onnxruntime (no torch)",
+                       ["import onnxruntime as ort"], setup,
+                       ["the ONNX model built with onnx.helper, run with the session options that showed the bug"],
+                       prepare=session)
 
 
 def openvino(case: Case) -> list[Script]:
     config = compile_config(dict(case.options))
-    run = (f"list(ov.Core().compile_model(ov.Core().read_model(model.SerializeToString(), b''), 'CPU', {config!r})"
-           "(list(inputs.values())).values())")
-    return _onnx_forms(case, run, "numpy, onnx and openvino (no torch)", ["import openvino as ov"], [],
+    compiled = f"ov.Core().compile_model(ov.Core().read_model(model.SerializeToString(), b''), 'CPU', {config!r})"
+    run = f"list({compiled}(list(inputs.values())).values())"
+    return _onnx_forms(case, run, "onnx and openvino (no torch)", ["import openvino as ov"], [],
                        ["the model built with onnx.helper, read and compiled by OpenVINO with the properties of "
-                        "the run"]) + _openvino_from_torch(case, config)
+                        "the run"], prepare=compiled) + _openvino_from_torch(case, config)
 
 
 def _openvino_from_torch(case: Case, config: dict) -> list[Script]:
