@@ -33,7 +33,8 @@ from .recipe import Recipe
 from .repro_code import reproducer, save_inputs
 from .repro_report import bug_report
 from .shrink.core import Shrinker, counted
-from .reproducers.stacks import Case, Script, check_of, native_scripts
+from .reproducers.case import Case, Script, check_of
+from .reproducers.stacks import native_scripts
 from .shrink.passes import DEFAULT_PASSES, cut_after
 from .shrink.predicate import SameBug
 
@@ -195,7 +196,9 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                              compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False,
                              explain=False, bisect=False)  # a candidate is judged, never bisected nor explained
     output_kind = record.get("output_kind") or "tensor"
-    same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind)
+    # a divergence is checked in one warm worker; a failure (it may kill or poison its process) in a fresh one each
+    same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind,
+                       fresh=key.kind == Kind.FAILURE)
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
     result = ReproResult(str(out), ReproStatus.NOT_REPRODUCED, nodes_before=variant.node_count, backend=target.name,
@@ -229,12 +232,12 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     case = Case(final, target, record, title, check_of(record, key["symptom"] if key.kind == Kind.DISCREPANCY else ""),
                 c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"), (1.3e-6, 1e-5)),
                 dict(target.options), *_failure_words(key))
-    script, output = None, ""
+    script, output, first = None, "", 0
     for candidate in native_scripts(case) if not explained else []:
         say(f"checking a reproducer in the stack's own API ({candidate.form}, {candidate.lines} lines)")
         _write(out, candidate.text, candidate.files)
-        failures, output = verify(out, 1, **check)
-        if failures:
+        first, output = verify(out, 1, **check)
+        if first:
             script = candidate
             break
         log.info("the %s reproducer does not show the bug: %s", candidate.form, output[-300:])
@@ -244,8 +247,10 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                                    settings.timeout_s), "generic", [])
         _write(out, script.text, {})
         save_inputs(final, out / "inputs.pt")
-    say(f"running repro.py in {tries} fresh processes")
-    result.failures, output = verify(out, tries, **check)
+    say(f"running repro.py in {tries - first} more fresh processes" if first else
+        f"running repro.py in {tries} fresh processes")
+    more, output = verify(out, tries - first, **check) if tries > first else (0, output)
+    result.failures = first + more
     result.tries, result.form, result.lines, result.notes = tries, script.form, script.lines, list(script.notes)
     if explained:
         result.notes.append(f"the minimised graph's divergence is explained as {explained} (what triage says of a "

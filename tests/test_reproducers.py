@@ -10,7 +10,8 @@ import torch
 
 from core.ir import Variant
 from fuzzer.reproducers.literals import generated, needs_nan_names, torch_literal
-from fuzzer.reproducers.stacks import Case, index_only, native_scripts
+from fuzzer.reproducers.case import Case, index_only
+from fuzzer.reproducers.stacks import native_scripts
 from fuzzer.reproducers.torch_code import function_source
 from workers.registry import BackendSpec
 

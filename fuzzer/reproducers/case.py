@@ -1,0 +1,119 @@
+"""What a reproducer shows (``Case``), what it is (``Script``), and the pieces every writer shares:
+the docstring, the failure check, the arguments as literals, eager's expected values and the check."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from core.bugs import Status, Symptom
+from core.ir import Variant
+from workers.registry import BackendSpec
+
+from .literals import SPECIAL_HELPER, generated, inlinable, torch_literal
+
+INDEX_OPS = {"argmax", "argmin", "sort", "topk", "kthvalue", "mode", "max", "min", "median", "nanmedian", "cummax",
+             "cummin", "nonzero", "unique", "sort_stable"}
+
+
+@dataclass
+class Case:
+    """What a reproducer shows: the final graph on one backend, the record's bug and how it is checked."""
+
+    v: Variant
+    target: BackendSpec
+    record: dict
+    title: str
+    check: str  # "nonfinite" (NaN/Inf pattern), "exact" (integers), "close" (within tolerance)
+    tolerance: tuple = (1.3e-6, 1e-5)  # (rtol, atol) at the output's dtype
+    options: dict = field(default_factory=dict)  # the run's backend options
+    error_type: str = ""
+    phrase: str = ""  # the fixed start of the failure's message template
+
+
+@dataclass
+class Script:
+    text: str
+    form: str  # how the bug is shown: "torch.compile", "onnx.helper", "onnx file", "openvino from torch", ...
+    rules: list = field(default_factory=list)  # the vendor's rules the script meets
+    files: dict = field(default_factory=dict)  # name -> bytes, shipped beside repro.py
+    notes: list = field(default_factory=list)  # what a report must say (index-only, ...)
+
+    @property
+    def lines(self) -> int:
+        return self.text.count("\n")
+
+
+def check_of(record: dict, symptom: str) -> str:
+    if symptom in (Symptom.NONFINITE, Symptom.GRAD_NONFINITE):
+        return "nonfinite"
+    return "exact" if symptom == Symptom.INTEGER or str(record.get("output_dtype") or "").startswith(
+        ("int", "uint", "bool")) else "close"
+
+
+def _doc(case: Case, needs: str) -> str:
+    r = case.record
+    return (f'"""{case.title}\n\nFound by gapfuzz (campaign {r.get("campaign")}, variant {r.get("variant_id")}). '
+            f'Needs {needs}.\nExit status 1 while the bug is present, 0 once it is fixed."""')
+
+
+def _is_failure(case: Case) -> bool:
+    return case.record["status"] not in (Status.MISMATCH, Status.OK)
+
+
+def _raises(call: str, case: Case, indent: str = "") -> str:
+    """Lines that run ``call`` and exit 1 on the recorded failure, 3 on another."""
+    matches = f"type(e).__name__ == {case.error_type!r}" + (f" and {case.phrase!r} in str(e)" if case.phrase else "")
+    return "\n".join(indent + x for x in (
+        "try:", f"    {call}", "except Exception as e:", '    print(f"{type(e).__name__}: {e}")',
+        f"    sys.exit(1 if {matches} else 3)", 'print("no error: the bug is not present")', "sys.exit(0)"))
+
+
+def index_only(case: Case) -> bool:
+    """A divergence whose outputs are all indices (argmax, a sort's order, max's indices)."""
+    if _is_failure(case):
+        return False
+    out = next(n for n in case.v.gm.graph.nodes if n.op == "output").args[0]
+    for a in torch.utils._pytree.tree_leaves(out):
+        while isinstance(a, torch.fx.Node) and not hasattr(a.target, "_opname") and a.args:
+            a = a.args[0]  # through getitem to the op
+        val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        if getattr(getattr(a, "target", None), "_opname", None) not in INDEX_OPS or \
+                (isinstance(val, torch.Tensor) and val.dtype != torch.int64):
+            return False
+    return True
+
+
+def _args_block(v: Variant, fn_weights: list) -> str | None:
+    """``args = (...)``: inputs then weights, as literals, or seeded-random with their special values
+    where too large to inline (the script then defines ``special``)."""
+    tensors = list(v.inputs) + [v.tensors()[w] for w in fn_weights]
+    items = [torch_literal(t.detach()) if inlinable(t) else generated(t, i) for i, t in enumerate(tensors)]
+    if None in items:
+        return None
+    text = "args = (\n" + "".join(f"    {x},\n" for x in items) + ")" if sum(map(len, items)) > 70 else \
+        f"args = ({', '.join(items)}{',' if len(items) == 1 else ''})"
+    return (SPECIAL_HELPER + "\n\n\n" + text) if "special(" in text else text
+
+
+
+def _expected(case: Case) -> list:
+    with torch.no_grad():
+        out = case.v.gm(*[t.clone() for t in case.v.inputs])
+    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _compare_lines(case: Case) -> list[str]:
+    rtol, atol = case.tolerance
+    test = {"nonfinite": "(np.isnan(a) != np.isnan(e)) | ((np.isinf(a) | np.isinf(e)) & (a != e))",
+            "exact": "a != e",
+            "close": f"~np.isclose(a, e, rtol={rtol!r}, atol={atol!r}, equal_nan=True)"}[case.check]
+    return ["present = False",
+            "for e, a in zip(expected, actual):",
+            f"    bad = {test}",
+            '    print(f"{bad.sum()} of {bad.size} differ at {np.argwhere(bad)[:4].tolist()}: '
+            'expected {e[bad][:4].tolist()}, got {a[bad][:4].tolist()}")',
+            "    present |= bool(bad.any())",
+            "sys.exit(int(present))"]
+
+

@@ -1,0 +1,132 @@
+"""ONNX Runtime and OpenVINO: the ONNX model built with ``onnx.helper`` (no torch), the inputs and
+expected values inline, run with the options of the campaign's run; for OpenVINO also the torch
+module through its PyTorch frontend, where a conversion gap lives."""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from workers.backends.host_arrays import placeholder_names, to_numpy
+from workers.backends.onnxruntime import _LEVELS, feed_order
+from workers.backends.openvino import compile_config
+
+from .literals import inlinable, needs_nan_names, numpy_literal
+from .onnx_code import helper_source
+from .torch_code import function_source
+from .case import Case, Script, _args_block, _compare_lines, _doc, _expected, _is_failure, _raises
+
+
+def _onnx_model(case: Case, options: dict):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(case.v.gm, tuple(t.cpu() for t in case.v.inputs), dynamo=True, verbose=False,
+                                    opset_version=options.get("opset"), optimize=options.get("optimize", True))
+    return program.model_proto
+
+
+def _feed(model, case: Case) -> tuple[str, list]:
+    real = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in real]
+    order = feed_order(names, placeholder_names(case.v.gm))
+    arrays = [to_numpy(case.v.inputs[i]) for i in order]
+    items = [f"{n!r}: {numpy_literal(a)}" for n, a in zip(names, arrays)]
+    return ("inputs = {" + ", ".join(items) + "}" if sum(map(len, items)) < 70 else
+            "inputs = {\n" + "".join(f"    {x},\n" for x in items) + "}"), arrays
+
+
+def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, rules: list,
+                prepare: str = "") -> list[Script]:
+    """The ONNX model built with onnx.helper (or shipped as model.onnx when it is not small), the inputs
+    and expected values inline, then ``setup`` and ``run``. A failure at the compile stage only
+    ``prepare``s (creates the session), so it needs no inputs."""
+    try:
+        model = _onnx_model(case, dict(case.options))
+    except Exception:  # noqa: BLE001 - the exporter cannot take it: the generic reproducer will
+        return []
+    compile_only = _is_failure(case) and case.record.get("stage") in ("convert", "compile") and prepare
+    feed = exp = ""
+    if not compile_only:
+        expected = [] if _is_failure(case) else _expected(case)
+        if not all(inlinable(t) and t.dtype != torch.bfloat16 for t in [*case.v.inputs, *expected]):
+            return []  # the torch-based forms generate large inputs; numpy (no bfloat16) scripts carry literals
+        feed = _feed(model, case)[0]
+        exp = "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" \
+            if expected else ""
+    built = helper_source(model)
+    out = []
+    for form, build, files in (("onnx.helper", built, {}),
+                               ("model.onnx", 'model = onnx.load("model.onnx")', {"model.onnx": model.SerializeToString()})):
+        if build is None:
+            continue
+        head = ["import sys", "", *([] if compile_only else ["import numpy as np"]), *imports,
+                "import onnx" if form == "model.onnx" else "from onnx import TensorProto, helper, numpy_helper"]
+        if any(needs_nan_names(x) for x in (feed, exp, build)):
+            head[0:2] = ["import sys", "from math import inf, nan", ""]
+        body = [build, "", *[x for x in (feed, exp) if x], *setup]
+        if _is_failure(case):
+            body.append(_raises(prepare if compile_only else run, case))
+        else:
+            body += ["actual = " + run, *_compare_lines(case)]
+        out.append(Script("\n".join([_doc(case, needs), *head, "", *body]).rstrip() + "\n", form, list(rules), files))
+    return out
+
+
+def onnxruntime(case: Case) -> list[Script]:
+    level = _LEVELS[case.options.get("graph_optimization_level", "all")]
+    setup = ["opts = ort.SessionOptions()", f"opts.graph_optimization_level = ort.GraphOptimizationLevel.{level}",
+             f"opts.intra_op_num_threads = {int(case.options.get('threads', 1))}"]
+    session = "ort.InferenceSession(model.SerializeToString(), opts, providers=['CPUExecutionProvider'])"
+    return _onnx_forms(case, session + ".run(None, inputs)", "onnx and onnxruntime (no torch)",
+                       ["import onnxruntime as ort"], setup,
+                       ["the ONNX model built with onnx.helper, run with the session options that showed the bug"],
+                       prepare=session)
+
+
+def openvino(case: Case) -> list[Script]:
+    config = compile_config(dict(case.options))
+    compiled = f"ov.Core().compile_model(ov.Core().read_model(model.SerializeToString(), b''), 'CPU', {config!r})"
+    run = f"list({compiled}(list(inputs.values())).values())"
+    return _onnx_forms(case, run, "onnx and openvino (no torch)", ["import openvino as ov"], [],
+                       ["the model built with onnx.helper, read and compiled by OpenVINO with the properties of "
+                        "the run"], prepare=compiled) + _openvino_from_torch(case, config)
+
+
+def _openvino_from_torch(case: Case, config: dict) -> list[Script]:
+    """The torch module through OpenVINO's PyTorch frontend, as plain torch calls, then as the graph's
+    own ATen calls (a conversion gap may live in the ATen form only)."""
+    out = []
+    for form, plain in (("openvino from torch", True), ("openvino from torch, ATen calls", False)):
+        script = _openvino_torch_form(case, config, form, plain)
+        if script is not None and all(script.text != s.text for s in out):
+            out.append(script)
+    return out
+
+
+def _openvino_torch_form(case: Case, config: dict, form: str, plain: bool) -> Script | None:
+    try:
+        fn, weights = function_source(case.v.gm, case.v.inputs, plain=plain)
+    except TypeError:
+        return None
+    args = _args_block(case.v, weights)
+    expected = _expected(case)
+    if args is None or any(t.dtype == torch.bfloat16 for t in expected):
+        return None
+    exp = "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" if \
+        all(inlinable(t) for t in expected) and "special(" not in args else \
+        "expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(f(*args))]  # PyTorch eager"
+    n = len(case.v.inputs)
+    text = [_doc(case, "torch and openvino"), "import sys", *(["from math import inf, nan"] if needs_nan_names(
+            args + exp) else []), "", "import numpy as np", "import openvino as ov", "import torch", "", "", fn, "", "",
+            args, f"inputs, weights = args[:{n}], args[{n}:]  # weights are the model's constants", exp, "", "",
+            "class Model(torch.nn.Module):", "    def forward(self, *inputs):", "        return f(*inputs, *weights)",
+            "", ""]
+    compile_ = (f"ov.Core().compile_model(ov.convert_model(torch.export.export(Model(), inputs)), 'CPU', {config!r})"
+                "([a.numpy() for a in inputs])")
+    if _is_failure(case):
+        text.append(_raises(compile_, case))
+    else:
+        text += [f"actual = list({compile_}.values())", *_compare_lines(case)]
+    return Script("\n".join(text).rstrip() + "\n", form,
+                  ["the torch module converted by OpenVINO's PyTorch frontend (ov.convert_model), compiled with the "
+                   "properties of the run"])
