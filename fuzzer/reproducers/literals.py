@@ -25,11 +25,15 @@ def inlinable(t: torch.Tensor) -> bool:
 
 
 def _storage(t: torch.Tensor) -> torch.Tensor:
-    """The part of ``t``'s storage its elements reach, as a flat tensor (offset kept)."""
+    """The part of ``t``'s storage its elements reach, as a flat tensor (offset kept); what lies in its
+    gaps is written as zeros (it is never read, and a copy of uninitialised memory reads as noise)."""
+    t = t.detach().cpu()
     if t.is_contiguous() and t.storage_offset() == 0:
-        return t.detach().cpu().reshape(-1)
+        return t.reshape(-1)
     span = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
-    return t.detach().cpu().as_strided((span,), (1,), 0)
+    flat = torch.zeros(span, dtype=t.dtype)
+    flat.as_strided(t.shape, t.stride(), t.storage_offset()).copy_(t)
+    return flat
 
 
 def _number(x) -> str:
