@@ -77,57 +77,66 @@ def onnxruntime(case: Case) -> list[Script]:
     setup = ["opts = ort.SessionOptions()", f"opts.graph_optimization_level = ort.GraphOptimizationLevel.{level}",
              f"opts.intra_op_num_threads = {int(case.options.get('threads', 1))}"]
     session = "ort.InferenceSession(model.SerializeToString(), opts, providers=['CPUExecutionProvider'])"
-    return _onnx_forms(case, session + ".run(None, inputs)", "onnx and onnxruntime (no torch)",
-                       ["import onnxruntime as ort"], setup,
-                       ["the ONNX model built with onnx.helper, run with the session options that showed the bug"],
-                       prepare=session)
+    forms = _onnx_forms(case, session + ".run(None, inputs)", "onnx and onnxruntime (no torch)",
+                        ["import onnxruntime as ort"], setup,
+                        ["the ONNX model built with onnx.helper, run with the session options that showed the bug"],
+                        prepare=session)
+    if _is_failure(case) and case.record.get("stage") == "convert":  # the exporter's gap: torch.onnx's own script
+        export = (f"torch.onnx.export(Model(), inputs, dynamo=True, opset_version={case.options.get('opset')!r}, "
+                  f"optimize={case.options.get('optimize', True)!r})")
+        forms += _from_torch(case, "torch.onnx.export", "torch", [], export, "",
+                             ["the torch module exported by torch.onnx (dynamo=True) as the run exported it"])
+    return forms
 
 
 def openvino(case: Case) -> list[Script]:
     config = compile_config(dict(case.options))
     compiled = f"ov.Core().compile_model(ov.Core().read_model(model.SerializeToString(), b''), 'CPU', {config!r})"
     run = f"list({compiled}(list(inputs.values())).values())"
+    frontend = f"ov.Core().compile_model(ov.convert_model(torch.export.export(Model(), inputs)), 'CPU', {config!r})"
     return _onnx_forms(case, run, "onnx and openvino (no torch)", ["import openvino as ov"], [],
                        ["the model built with onnx.helper, read and compiled by OpenVINO with the properties of "
-                        "the run"], prepare=compiled) + _openvino_from_torch(case, config)
+                        "the run"], prepare=compiled) + \
+        _from_torch(case, "openvino from torch", "torch and openvino", ["import openvino as ov"], frontend,
+                    "([a.numpy() for a in inputs])",
+                    ["the torch module converted by OpenVINO's PyTorch frontend (ov.convert_model), compiled with "
+                     "the properties of the run"])
 
 
-def _openvino_from_torch(case: Case, config: dict) -> list[Script]:
-    """The torch module through OpenVINO's PyTorch frontend, as plain torch calls, then as the graph's
-    own ATen calls (a conversion gap may live in the ATen form only)."""
+def _from_torch(case: Case, form: str, needs: str, imports: list, prepare: str, call: str, rules: list) -> list[Script]:
+    """The torch module handed to the stack by ``prepare`` (then called with ``call``), as plain torch
+    calls, then as the graph's own ATen calls (a conversion gap may live in the ATen form only)."""
     out = []
-    for form, plain in (("openvino from torch", True), ("openvino from torch, ATen calls", False)):
-        script = _openvino_torch_form(case, config, form, plain)
+    for suffix, plain in (("", True), (", ATen calls", False)):
+        script = _torch_module_form(case, form + suffix, plain, needs, imports, prepare, call, rules)
         if script is not None and all(script.text != s.text for s in out):
             out.append(script)
     return out
 
 
-def _openvino_torch_form(case: Case, config: dict, form: str, plain: bool) -> Script | None:
+def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: list, prepare: str, call: str,
+                       rules: list) -> Script | None:
     try:
         fn, weights = function_source(case.v.gm, case.v.inputs, plain=plain)
     except TypeError:
         return None
     args = _args_block(case.v, weights)
-    expected = _expected(case)
-    if args is None or any(t.dtype == torch.bfloat16 for t in expected):
+    expected = [] if _is_failure(case) else _expected(case)
+    if args is None or any(t.dtype == torch.bfloat16 for t in expected) or (not _is_failure(case) and not call):
         return None
     exp = "" if _is_failure(case) else \
         "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" if \
         all(inlinable(t) for t in expected) and "special(" not in args else \
         "expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(f(*args))]  # PyTorch eager"
     n = len(case.v.inputs)
-    text = [_doc(case, "torch and openvino"), "import sys", *(["from math import inf, nan"] if needs_nan_names(
-            args + exp) else []), "", "import numpy as np", "import openvino as ov", "import torch", "", "", fn, "", "",
-            args, f"inputs, weights = args[:{n}], args[{n}:]  # weights are the model's constants", *([exp] if exp else []), "", "",
+    text = [_doc(case, needs), "import sys", *(["from math import inf, nan"] if needs_nan_names(args + exp) else []),
+            "", *([] if _is_failure(case) else ["import numpy as np"]), *imports, "import torch", "", "", fn, "", "",
+            args, f"inputs, weights = args[:{n}], args[{n}:]  # weights are the model's constants",
+            *([exp] if exp else []), "", "",
             "class Model(torch.nn.Module):", "    def forward(self, *inputs):", "        return f(*inputs, *weights)",
             "", ""]
-    compile_ = (f"ov.Core().compile_model(ov.convert_model(torch.export.export(Model(), inputs)), 'CPU', {config!r})"
-                "([a.numpy() for a in inputs])")
     if _is_failure(case):
-        text.append(_raises(compile_, case))
+        text.append(_raises(prepare + call, case))
     else:
-        text += [f"actual = list({compile_}.values())", *_compare_lines(case)]
-    return Script("\n".join(text).rstrip() + "\n", form,
-                  ["the torch module converted by OpenVINO's PyTorch frontend (ov.convert_model), compiled with the "
-                   "properties of the run"])
+        text += [f"actual = list({prepare}{call}.values())", *_compare_lines(case)]
+    return Script("\n".join(text).rstrip() + "\n", form, rules)

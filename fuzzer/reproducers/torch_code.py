@@ -122,6 +122,8 @@ def function_source(gm: fx.GraphModule, inputs: tuple, name: str = "f", plain: b
         if n.target is operator.getitem:
             body.append(f"{names[n.name]} = {arg_text(n.args[0], names)}[{arg_text(n.args[1], names)}]")
             continue
+        if not isinstance(n.target, torch._ops.OpOverload):  # a symbolic size's arithmetic, an assertion
+            raise TypeError(f"{n.target} is not an ATen operator")
         call = (friendly_name(n, values) if plain else None) or \
             f"torch.ops.aten.{n.target._opname}.{n.target._overloadname}"
         args = [arg_text(a, names) for a in n.args] + [f"{k}={arg_text(v, names)}" for k, v in n.kwargs.items()]
