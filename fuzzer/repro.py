@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import GRADIENT_SYMPTOMS, Kind, ReproStatus, Status, Verdict, bug_key
+from core.bugs import GRADIENT_SYMPTOMS, LIMITS, Kind, ReproStatus, Status, Verdict, bug_key
 from core.templates import template
 from seeds.capture import CaptureError
 from workers.messages import JudgeSettings
@@ -196,9 +196,9 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                              compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False,
                              explain=False, bisect=False)  # a candidate is judged, never bisected nor explained
     output_kind = record.get("output_kind") or "tensor"
-    # a divergence is checked in one warm worker; a failure (it may kill or poison its process) in a fresh one each
+    # checked in one warm worker; a crash, a hang or running out of memory (the process goes) in a fresh one each
     same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind,
-                       fresh=key.kind == Kind.FAILURE)
+                       fresh=record["status"] in (Status.CRASH, *LIMITS))
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
     result = ReproResult(str(out), ReproStatus.NOT_REPRODUCED, nodes_before=variant.node_count, backend=target.name,

@@ -84,17 +84,24 @@ def index_only(case: Case) -> bool:
     return True
 
 
-def _args_block(v: Variant, fn_weights: list) -> str | None:
+def _args_block(v: Variant, fn_weights: list, split: bool = False) -> str | None:
     """``args = (...)``: inputs then weights, as literals, or seeded-random with their special values
-    where too large to inline (the script then defines ``special``)."""
+    where too large to inline (the script then defines ``special``); with ``split``, ``inputs = (...)``
+    and ``weights = (...)`` apart."""
     tensors = list(v.inputs) + [v.tensors()[w] for w in fn_weights]
     items = [torch_literal(t.detach()) if inlinable(t) else generated(t, i) for i, t in enumerate(tensors)]
     if None in items:
         return None
-    text = "args = (\n" + "".join(f"    {x},\n" for x in items) + ")" if sum(map(len, items)) > 70 else \
-        f"args = ({', '.join(items)}{',' if len(items) == 1 else ''})"
+    n = len(v.inputs)
+    groups = [("inputs", items[:n]), ("weights", items[n:])] if split else [("args", items)]
+    text = "\n".join(_tuple(name, group) for name, group in groups)
     return (SPECIAL_HELPER + "\n\n\n" + text) if "special(" in text else text
 
+
+def _tuple(name: str, items: list) -> str:
+    if len(items) > 1 and sum(map(len, items)) > 70:
+        return f"{name} = (\n" + "".join(f"    {x},\n" for x in items) + ")"
+    return f"{name} = ({', '.join(items)}{',' if len(items) == 1 else ''})"
 
 
 def _expected(case: Case) -> list:

@@ -133,4 +133,5 @@ def generated(t: torch.Tensor, seed: int) -> str | None:
 
 
 SPECIAL_HELPER = ("def special(t, positions, values):  # the recorded special values, at their positions\n"
-                  "    t.view(-1)[positions] = torch.tensor(values, dtype=t.dtype)\n    return t")
+                  "    return t.view(-1).index_put((torch.tensor(positions),), torch.tensor(values, dtype=t.dtype))"
+                  ".view(t.shape)")

@@ -120,20 +120,19 @@ def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: 
         fn, weights = function_source(case.v.gm, case.v.inputs, plain=plain)
     except TypeError:
         return None
-    args = _args_block(case.v, weights)
+    args = _args_block(case.v, weights, split=True)
     expected = [] if _is_failure(case) else _expected(case)
     if args is None or any(t.dtype == torch.bfloat16 for t in expected) or (not _is_failure(case) and not call):
         return None
     exp = "" if _is_failure(case) else \
         "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" if \
         all(inlinable(t) for t in expected) and "special(" not in args else \
-        "expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(f(*args))]  # PyTorch eager"
-    n = len(case.v.inputs)
+        "expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(f(*inputs, *weights))]  # PyTorch eager"
     text = [_doc(case, needs), "import sys", *(["from math import inf, nan"] if needs_nan_names(args + exp) else []),
             "", *([] if _is_failure(case) else ["import numpy as np"]), *imports, "import torch", "", "", fn, "", "",
-            args, f"inputs, weights = args[:{n}], args[{n}:]  # weights are the model's constants",
-            *([exp] if exp else []), "", "",
-            "class Model(torch.nn.Module):", "    def forward(self, *inputs):", "        return f(*inputs, *weights)",
+            args, *([exp] if exp else []), "", "",
+            "class Model(torch.nn.Module):  # the weights are the model's constants", "    def forward(self, *inputs):",
+            "        return f(*inputs, *weights)",
             "", ""]
     if _is_failure(case):
         text.append(_raises(prepare + call, case))
