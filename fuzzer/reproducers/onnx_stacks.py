@@ -84,7 +84,7 @@ def onnxruntime(case: Case) -> list[Script]:
     if _is_failure(case) and case.record.get("stage") == "convert":  # the exporter's gap: torch.onnx's own script
         export = (f"torch.onnx.export(Model(), inputs, dynamo=True, opset_version={case.options.get('opset')!r}, "
                   f"optimize={case.options.get('optimize', True)!r})")
-        forms += _from_torch(case, "torch.onnx.export", "torch", [], export, "",
+        forms += _from_torch(case, "torch.onnx.export", "torch, onnx and onnxscript (the exporter)", [], export, "",
                              ["the torch module exported by torch.onnx (dynamo=True) as the run exported it"])
     return forms
 
