@@ -172,14 +172,14 @@ def _vendor_digest(run, args) -> int:
 
     if run.path is None:
         raise UserError(f"{args.run_dir}: the vendor digest is written from a local run folder")
+    stacks = sorted({str(b).split("@")[0] for b in run.records(["backend"])["backend"].unique()})
+    if args.vendor.split("@")[0] not in stacks:  # before anything is written
+        raise UserError(f"{args.run_dir}: no stack {args.vendor!r} ran here (its stacks: {', '.join(stacks)})")
     out = Path(args.out) if args.out else run.path / "vendor" / args.vendor.split("@")[0]
     try:
         found = digest(run, args.vendor, out)
     except OSError as e:
         raise UserError(f"{out}: cannot write the digest: {e.strerror or e}") from None
-    if not found:
-        stacks = sorted({str(b).split("@")[0] for b in run.records["backend"].unique()})
-        raise UserError(f"{args.run_dir}: no findings of stack {args.vendor!r} (its stacks: {', '.join(stacks)})")
     print(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
                        [[b.name + (" (explained)" if b.explained else ""), ", ".join(b.ops), len(b.clusters), b.runs,
                          b.reproducers] for b in found]))

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -170,3 +171,11 @@ def test_a_stack_with_its_device_and_an_older_folder(tmp_path, folder):
 def test_cells_and_fences():
     assert _cell("a|b\nc") == "a\\|b c"
     assert _fenced("x ``` y").startswith("````\n") and _fenced("plain", "py").startswith("```py\n")
+
+
+def test_the_cli_refuses_a_stack_that_did_not_run_in_one_line_and_writes_nothing(folder):
+    run_dir = folder[0]
+    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "report", str(run_dir), "--vendor", "tpu"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no stack 'tpu' ran here" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (Path(run_dir) / "vendor" / "tpu").exists()
