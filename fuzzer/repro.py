@@ -30,7 +30,7 @@ from workers.probes import Probe, probed
 from .campaign import from_dict, plugin_classes, read_campaign_file
 from .generate import replay
 from .recipe import Recipe
-from .repro_code import reproducer, save_inputs
+from .repro_code import plugin_path, reproducer, save_inputs
 from .repro_report import bug_report
 from .shrink.core import Shrinker, counted
 from .reproducers.case import Case, Script, check_of
@@ -231,7 +231,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                  reproduced=reproduced_by(record, key), hang_reproduces=record["status"] == Status.TIMEOUT)
     case = Case(final, target, record, title, check_of(record, key["symptom"] if key.kind == Kind.DISCREPANCY else ""),
                 c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"), (1.3e-6, 1e-5)),
-                dict(target.options), *_failure_words(key))
+                dict(target.options), *_failure_words(key),
+                plugin_path(target) if target.backend_cls().prepare_fn is None else "")
     script, output, first = None, "", 0
     for candidate in native_scripts(case) if not explained else []:
         say(f"checking a reproducer in the stack's own API ({candidate.form}, {candidate.lines} lines)")
@@ -240,7 +241,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         if first:
             script = candidate
             break
-        log.info("the %s reproducer does not show the bug: %s", candidate.form, output[-300:])
+        log.info("the %s reproducer does not show the bug: %s", candidate.form, output[-1500:])
     if script is None:  # the generic form: gapfuzz's own harness, copied, with inputs.pt
         say("writing the generic reproducer (inputs.pt beside it)")
         script = Script(reproducer(final, target, record, title, compare, output_kind, c.compare.detection_adapter,

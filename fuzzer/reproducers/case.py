@@ -29,6 +29,7 @@ class Case:
     options: dict = field(default_factory=dict)  # the run's backend options
     error_type: str = ""
     phrase: str = ""  # the fixed start of the failure's message template
+    class_path: str = ""  # a plug-in stack's ``module:Class``
 
 
 @dataclass
@@ -117,6 +118,7 @@ def _compare_lines(case: Case) -> list[str]:
             "close": f"~np.isclose(a, e, rtol={rtol!r}, atol={atol!r}, equal_nan=True)"}[case.check]
     return ["present = False",
             "for e, a in zip(expected, actual):",
+            "    e, a = np.atleast_1d(e, a)",
             f"    bad = {test}",
             '    print(f"{bad.sum()} of {bad.size} differ at {np.argwhere(bad)[:4].tolist()}: '
             'expected {e[bad][:4].tolist()}, got {a[bad][:4].tolist()}")',

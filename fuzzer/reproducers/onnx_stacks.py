@@ -84,7 +84,7 @@ def onnxruntime(case: Case) -> list[Script]:
     if _is_failure(case) and case.record.get("stage") == "convert":  # the exporter's gap: torch.onnx's own script
         export = (f"torch.onnx.export(Model(), inputs, dynamo=True, opset_version={case.options.get('opset')!r}, "
                   f"optimize={case.options.get('optimize', True)!r})")
-        forms += _from_torch(case, "torch.onnx.export", "torch, onnx and onnxscript (the exporter)", [], export, "",
+        forms += from_torch(case, "torch.onnx.export", "torch, onnx and onnxscript (the exporter)", [], export, "",
                              ["the torch module exported by torch.onnx (dynamo=True) as the run exported it"])
     return forms
 
@@ -97,25 +97,26 @@ def openvino(case: Case) -> list[Script]:
     return _onnx_forms(case, run, "onnx and openvino (no torch)", ["import openvino as ov"], [],
                        ["the model built with onnx.helper, read and compiled by OpenVINO with the properties of "
                         "the run"], prepare=compiled) + \
-        _from_torch(case, "openvino from torch", "torch and openvino", ["import openvino as ov"], frontend,
+        from_torch(case, "openvino from torch", "torch and openvino", ["import openvino as ov"], frontend,
                     "([a.numpy() for a in inputs])",
                     ["the torch module converted by OpenVINO's PyTorch frontend (ov.convert_model), compiled with "
                      "the properties of the run"])
 
 
-def _from_torch(case: Case, form: str, needs: str, imports: list, prepare: str, call: str, rules: list) -> list[Script]:
+def from_torch(case: Case, form: str, needs: str, imports: list, prepare: str, call: str, rules: list,
+                actual: str = "list({}.values())") -> list[Script]:
     """The torch module handed to the stack by ``prepare`` (then called with ``call``), as plain torch
     calls, then as the graph's own ATen calls (a conversion gap may live in the ATen form only)."""
     out = []
     for suffix, plain in (("", True), (", ATen calls", False)):
-        script = _torch_module_form(case, form + suffix, plain, needs, imports, prepare, call, rules)
+        script = _torch_module_form(case, form + suffix, plain, needs, imports, prepare, call, rules, actual)
         if script is not None and all(script.text != s.text for s in out):
             out.append(script)
     return out
 
 
 def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: list, prepare: str, call: str,
-                       rules: list) -> Script | None:
+                       rules: list, actual: str) -> Script | None:
     try:
         fn, weights = function_source(case.v.gm, case.v.inputs, plain=plain)
     except TypeError:
@@ -137,5 +138,5 @@ def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: 
     if _is_failure(case):
         text.append(_raises(prepare + call, case))
     else:
-        text += [f"actual = list({prepare}{call}.values())", *_compare_lines(case)]
+        text += ["actual = " + actual.format(prepare + call), *_compare_lines(case)]
     return Script("\n".join(text).rstrip() + "\n", form, rules)

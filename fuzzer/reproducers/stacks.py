@@ -21,6 +21,7 @@ import torch
 
 from .case import Case, Script, _is_failure
 from .onnx_stacks import onnxruntime, openvino
+from .plugin import plugin
 from .pytorch import torch_compile
 
 log = logging.getLogger("gapfuzz.fuzzer")
@@ -34,10 +35,13 @@ def native_scripts(case: Case) -> list[Script]:
     without a writer (a plug-in: the generic reproducer imports its class). A graph a writer cannot
     express gives none, never an error: the generic reproducer stands."""
     writer = WRITERS.get(case.target.stack)
-    if writer is None or case.target.device != "cpu" and case.target.stack in ("onnxruntime", "openvino"):
+    if case.target.device != "cpu" and case.target.stack in ("onnxruntime", "openvino"):
         return []
     try:
-        scripts = writer(case)
+        if writer is None and case.target.backend_cls().prepare_fn is None and ":" in (case.class_path or ""):
+            scripts = plugin(case, case.class_path)
+        else:
+            scripts = writer(case) if writer else []
     except Exception as e:  # noqa: BLE001 - a writer's gap costs the native form, not the reproducer
         log.warning("no %s reproducer in its own API: %s: %s", case.target.stack, type(e).__name__, e)
         return []
