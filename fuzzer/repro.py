@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import GRADIENT_SYMPTOMS, LIMITS, Kind, ReproStatus, Status, Verdict, bug_key
+from core.bugs import GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Verdict, bug_key
 from core.templates import template
 from seeds.capture import CaptureError
 from workers.messages import JudgeSettings
@@ -218,7 +218,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         final = shrinker.run(DEFAULT_PASSES)
         result.stats = shrinker.report()
         say(f"shrunk to {final.node_count} operator call(s) with {same_bug.calls} checks")
-        explained = same_bug.explanation(final) if key.kind == Kind.DISCREPANCY else None
+        unexplained = key.kind == Kind.DISCREPANCY and key["explanation"] == MISSING  # a behaviour is its explanation
+        explained = same_bug.explanation(final) if unexplained else None
     finally:
         same_bug.close()
     result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped[0]
