@@ -3,14 +3,13 @@ judged by PyTorch's own rule for fuzzer reports: ``torch._dynamo.utils.same`` at
 against a float64 run (``fp64_ref``), ``fallback_random=True`` where random operators run."""
 from __future__ import annotations
 
-
 import torch
 
 from core.bugs import Mode
 
+from .case import Case, Script, _args_block, _doc, _is_failure, _raises, index_only
 from .literals import needs_nan_names
 from .torch_code import function_source
-from .case import Case, Script, _args_block, _doc, _is_failure, _raises, index_only
 
 
 def _compile_call(case: Case) -> str:
@@ -30,7 +29,7 @@ def torch_compile(case: Case) -> list[Script]:
             fn, weights = function_source(case.v.gm, case.v.inputs, plain=plain)
         except TypeError:
             return []
-        args = _args_block(case.v, [w for w in weights])
+        args = _args_block(case.v, weights)
         if args is None:
             return out
         training = case.v.mode == Mode.TRAINING
@@ -39,7 +38,8 @@ def torch_compile(case: Case) -> list[Script]:
                  "from torch._dynamo.utils import same", "", "", fn, "", "", args]
         random = any(getattr(n.target, "_nondeterministic_seeded", False) for n in case.v.gm.graph.nodes)
         if random:
-            lines.append("torch._inductor.config.fallback_random = True  # random ops draw as eager does")
+            lines += ["import torch._inductor.config", "",
+                      "torch._inductor.config.fallback_random = True  # random ops draw as eager does"]
         compiled = _compile_call(case)
         if _is_failure(case):
             lines.append(_raises(f"{compiled}(*args)", case))
