@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Verdict, bug_key
+from core.bugs import GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, Mode, ReproStatus, Status, Verdict, bug_key
 from core.templates import template
 from seeds.capture import CaptureError
 from workers.messages import JudgeSettings
@@ -39,6 +39,7 @@ from .shrink.passes import DEFAULT_PASSES, cut_after
 from .shrink.predicate import SameBug
 
 log = logging.getLogger("gapfuzz.fuzzer")
+FILES = ("repro.py", "inputs.pt", "model.onnx")  # what a reproducer's folder ships, and verify copies
 BLOCK_GAPFUZZ = "for m in ('fuzzer', 'workers', 'seeds', 'analysis'):\n    sys.modules[m] = None\n"
 
 
@@ -87,7 +88,7 @@ def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bo
         # output to a file and the process in its own group: a child that a crashing stack forked and
         # left behind (seen with OpenVINO) would otherwise hold the pipes open until the timeout
         with tempfile.TemporaryFile("w+") as log, tempfile.TemporaryDirectory(prefix="gapfuzz-verify-") as scratch:
-            for name in ("repro.py", "inputs.pt", "model.onnx"):
+            for name in FILES:
                 if (folder / name).is_file():
                     shutil.copyfile(folder / name, Path(scratch) / name)
             proc = subprocess.Popen([sys.executable, *safe_path, "-c", code], cwd=scratch, stdout=log,
@@ -226,23 +227,18 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     result.ops = [str(n.target) for n in final.gm.graph.nodes if n.op == "call_function"]
     title = _title(record, target.name, final)
     compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}
-    for stale in ("repro.py", "inputs.pt", "model.onnx", "report.md"):
+    failure_type, failure_phrase = _failure_words(key)
+    for stale in (*FILES, "report.md"):
         (out / stale).unlink(missing_ok=True)
     check = dict(timeout=settings.timeout_s, block_gapfuzz=target.backend_cls().prepare_fn is not None,
                  reproduced=reproduced_by(record, key), hang_reproduces=record["status"] == Status.TIMEOUT)
-    case = Case(final, target, record, title, check_of(record, key["symptom"] if key.kind == Kind.DISCREPANCY else ""),
-                c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"), (1.3e-6, 1e-5)),
-                dict(target.options), *_failure_words(key),
-                plugin_path(target) if target.backend_cls().prepare_fn is None else "")
-    script, output, first = None, "", 0
-    for candidate in native_scripts(case) if not explained else []:
-        say(f"checking a reproducer in the stack's own API ({candidate.form}, {candidate.lines} lines)")
-        _write(out, candidate.text, candidate.files)
-        first, output = verify(out, 1, **check)
-        if first:
-            script = candidate
-            break
-        log.info("the %s reproducer does not show the bug: %s", candidate.form, output[-1500:])
+    case = Case(final, target, record, title,
+                check=check_of(record, key["symptom"] if key.kind == Kind.DISCREPANCY else ""),
+                tolerance=c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"),
+                                                            (1.3e-6, 1e-5)),
+                options=dict(target.options), error_type=failure_type, phrase=failure_phrase,
+                class_path=plugin_path(target) if target.backend_cls().prepare_fn is None else "")
+    script, first, output = _native(case, out, check, say) if not explained else (None, 0, "")
     if script is None:  # the generic form: gapfuzz's own harness, copied, with inputs.pt
         say("writing the generic reproducer (inputs.pt beside it)")
         script = Script(reproducer(final, target, record, title, compare, output_kind, c.compare.detection_adapter,
@@ -270,11 +266,25 @@ def _say(line: str) -> None:
     print(f"[repro] {line}", file=sys.stderr, flush=True)
 
 
+def _native(case: Case, out: Path, check: dict, say) -> tuple[Script | None, int, str]:
+    """The first reproducer in the stack's own API that shows the bug in one fresh run (it stays written
+    in ``out``), that run's count and output; None when no form does."""
+    output = ""
+    for candidate in native_scripts(case):
+        say(f"checking a reproducer in the stack's own API ({candidate.form}, {candidate.lines} lines)")
+        _write(out, candidate.text, candidate.files)
+        first, output = verify(out, 1, **check)
+        if first:
+            return candidate, first, output
+        log.info("the %s reproducer does not show the bug: %s", candidate.form, output[-1500:])
+    return None, 0, output
+
+
 def _start(variant, record: dict, predicate, say):
     """Where shrinking starts: the graph cut right after the located node, whose outputs then show the
     node's own symptom; else the whole variant. None when neither shows the bug."""
     node = record.get("first_div_node")
-    if node and record.get("symptom") not in GRADIENT_SYMPTOMS and variant.mode != "training" and \
+    if node and record.get("symptom") not in GRADIENT_SYMPTOMS and variant.mode != Mode.TRAINING and \
             any(n.name == node for n in variant.gm.graph.nodes if n.op == "call_function"):
         try:
             cut = cut_after(variant, node)
@@ -311,7 +321,7 @@ def _failure_words(key) -> tuple[str, str]:
 
 
 def _write(out: Path, text: str, files: dict) -> None:
-    for stale in ("inputs.pt", "model.onnx"):
+    for stale in FILES[1:]:
         (out / stale).unlink(missing_ok=True)
     (out / "repro.py").write_text(text)
     for name, data in files.items():

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.bugs import Status, Symptom
+from core.bugs import FAILED, Symptom
 from core.ir import Variant
 from workers.registry import BackendSpec
 
@@ -59,7 +59,7 @@ def _doc(case: Case, needs: str) -> str:
 
 
 def _is_failure(case: Case) -> bool:
-    return case.record["status"] not in (Status.MISMATCH, Status.OK)
+    return case.record["status"] in FAILED
 
 
 def _raises(call: str, case: Case, indent: str = "") -> str:
