@@ -237,7 +237,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                 tolerance=c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"),
                                                             (1.3e-6, 1e-5)),
                 options=dict(target.options), error_type=failure_type, phrase=failure_phrase,
-                class_path=plugin_path(target) if target.backend_cls().prepare_fn is None else "")
+                class_path=plugin_path(target) if target.backend_cls().prepare_fn is None else "",
+                timeout_s=settings.timeout_s)
     script, first, output = _native(case, out, check, say) if not explained else (None, 0, "")
     if script is None:  # the generic form: gapfuzz's own harness, copied, with inputs.pt
         say("writing the generic reproducer (inputs.pt beside it)")
@@ -362,7 +363,8 @@ def _title(record: dict, backend: str, v) -> str:
         return (f"{backend}: {op} diverges from PyTorch eager{blame} ({record.get('symptom')}, "
                 f"{record.get('output_dtype')})")
     what = (record.get("error_type") or record.get("cause") or record["status"]).rsplit(".", 1)[-1]
-    return f"{backend}: {record['status']} at {record.get('stage')} ({what}: {template(record.get('message'))[:80]})"
+    message = template(record.get("message"))[:80]
+    return f"{backend}: {record['status']} at {record.get('stage')} ({what}{': ' + message if message else ''})"
 
 
 def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3,

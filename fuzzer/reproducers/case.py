@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.bugs import FAILED, Symptom
+from core.bugs import FAILED, Status, Symptom
 from core.ir import Variant
 from workers.registry import BackendSpec
 
@@ -30,6 +30,7 @@ class Case:
     error_type: str = ""
     phrase: str = ""  # the fixed start of the failure's message template
     class_path: str = ""  # a plug-in stack's ``module:Class``
+    timeout_s: float = 300.0  # the campaign's: a hang is a run that outlasts it
 
 
 @dataclass
@@ -63,9 +64,14 @@ def _is_failure(case: Case) -> bool:
 
 
 def _raises(call: str, case: Case, indent: str = "") -> str:
-    """Lines that run ``call`` and exit 1 on the recorded failure, 3 on another."""
+    """Lines that run ``call`` and exit 1 on the recorded failure, 3 on another; for a hang, a watchdog
+    that prints the stacks and exits 1 once the run outlasts the campaign's timeout."""
     matches = f"type(e).__name__ == {case.error_type!r}" + (f" and {case.phrase!r} in str(e)" if case.phrase else "")
-    return "\n".join(indent + x for x in (
+    watchdog = ("import faulthandler", "", f"TIMEOUT_S = {float(case.timeout_s)!r}  # the campaign's timeout",
+                "faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)  # a hang: the stacks, exit 1", "") \
+        if case.record["status"] == Status.TIMEOUT else ()
+    return "\n".join(indent + x if x else x for x in (
+        *watchdog,
         "try:", f"    {call}", "except Exception as e:", '    print(f"{type(e).__name__}: {e}")',
         f"    sys.exit(1 if {matches} else 3)", 'print("no error: the bug is not present")', "sys.exit(0)"))
 
