@@ -35,6 +35,35 @@ def render_summary(df: pd.DataFrame) -> str:
     return format_table(headers, [[b, *map(int, row)] for b, row in zip(t.index, t.values)])
 
 
+def seed_dtype(seed_id: str) -> str:
+    """An operator seed's dtype (``ops/<op>/<dtype>/<k>``); "model" for a model seed."""
+    parts = str(seed_id).split("@")[0].split("/")
+    return parts[2] if parts[0] == "ops" and len(parts) == 4 else "model"
+
+
+def unmutated_by_dtype(df: pd.DataFrame) -> pd.DataFrame:
+    """Per seed dtype: the variants meant to carry a mutation, and how many carried none (skipped at the
+    mutate stage). Needs the columns variant_id, seed_id, status, stage and mutations."""
+    if df.empty:
+        return pd.DataFrame(columns=["meant", "none", "share"])
+    per = df.drop_duplicates("variant_id")
+    none = (per["status"] == "skipped") & (per["stage"] == Stage.MUTATE)
+    meant = none | per["mutations"].map(lambda m: m is not None and len(m) > 0)
+    t = pd.DataFrame({"dtype": per["seed_id"].map(seed_dtype), "meant": meant, "none": none})
+    t = t.groupby("dtype")[["meant", "none"]].sum()
+    t = t[t["meant"] > 0]
+    return t.assign(share=t["none"] / t["meant"])
+
+
+def render_unmutated(df: pd.DataFrame) -> str:
+    """One line: per dtype, how many variants meant to be mutated carried no mutation."""
+    t = unmutated_by_dtype(df)
+    if t.empty:
+        return ""
+    parts = [f"{d} {int(r.none)}/{int(r.meant)}" for d, r in t.iterrows()]
+    return "variants that carried no mutation (skipped), per dtype: " + ", ".join(parts)
+
+
 def _given(v) -> bool:
     return v is not None and v == v and v not in ("", "-")
 

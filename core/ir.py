@@ -177,7 +177,7 @@ def tensor_to_wire(t: torch.Tensor) -> dict:
     """Bytes plus dtype, shape and strides. A dense tensor travels compactly; any other view
     (expanded, overlapping, gapped, or from a storage offset) travels with the storage span it
     reads, so that every stride, offset and alias arrives as the caller made it."""
-    t = t.detach().cpu()
+    t = t.detach().cpu().resolve_conj().resolve_neg()  # a conjugate or negative view: its values, materialised
     wire = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "stride": list(t.stride())}
     if t.numel() == 0 or (_dense(t) and t.storage_offset() == 0):
         data = byte_view(t).numpy() if t.numel() else np.zeros(0, np.uint8)

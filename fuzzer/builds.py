@@ -57,6 +57,7 @@ class BuiltVariant:
     metamorphic_ok: bool | None = None
     gen_s: float | None = None
     mode: str = Mode.INFERENCE
+    unmutated: bool = False  # meant to carry a mutation, and none applied: skipped, not run as its seed again
 
 
 @dataclass

@@ -16,7 +16,7 @@ class UserError(Exception):
     """Bad input from the command line; printed as one line, exit status 2."""
 
 
-SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict"]
+SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict", "stage", "mutations"]
 
 
 def _records(run_dir: str, columns: list[str] | None = None):
@@ -37,7 +37,7 @@ def _records(run_dir: str, columns: list[str] | None = None):
 
 def cmd_run(args) -> int:
     from results.folder import Folder, FolderError, run_folder_around
-    from analysis.triage import render_summary
+    from analysis.triage import render_summary, render_unmutated
     from core.bugs import Status, Verdict
 
     from .campaign import load_campaign
@@ -88,6 +88,9 @@ def cmd_run(args) -> int:
                         f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None
     df = _records(str(run_dir), SUMMARY_COLUMNS)
     print(render_summary(df))
+    unmutated = render_unmutated(df)
+    if unmutated:
+        print(unmutated)
     counts = df["status"].value_counts()
     vendor = int((df["verdict"] == Verdict.TARGET_DIVERGENT).sum()) if "verdict" in df else 0
     print(f"\n{len(df)} runs of {df['variant_id'].nunique()} variants from {df['seed_id'].nunique()} seeds: "

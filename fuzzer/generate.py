@@ -7,6 +7,7 @@ variant its recipe, graph facts and payload, or the stage and reason the seed fa
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import time
 from collections import Counter
@@ -33,6 +34,8 @@ from .recipe import Recipe, variant_id, variant_rng_seed
 from .settings import VariantSettings
 from .validate import Evaluation, evaluate
 
+log = logging.getLogger("gapfuzz.fuzzer")
+
 
 def run_reference(variant: Variant) -> list:
     """Run eagerly node by node, recording each node's shape and dtype for the next pass."""
@@ -57,14 +60,24 @@ def check_trains(variant: Variant) -> None:
         raise NotTrainable(f"eager cannot train it: {type(e).__name__}: {e}") from e
 
 
+EXTRA_ROUNDS = 3  # more draws for a variant meant to be mutated that no step could mutate
+
+
+def applicable(mutators: list[str], variant: Variant) -> list[str]:
+    """The mutators that find a site in ``variant`` (an integer graph has none for a floating-only one)."""
+    return [m for m in mutators if get_mutator(m).propose(variant, random.Random(0)) is not None]
+
+
 class Generator:
-    """Draws mutation sequences for one seed; counts what it rejects, per mutator. For training
-    variants, a mutation that leaves eager unable to train the graph is rejected too."""
+    """Draws mutation sequences for one seed, from the mutators that apply to it; counts what it rejects,
+    per mutator. For training variants, a mutation that leaves eager unable to train the graph is
+    rejected too."""
 
     def __init__(self, base: Evaluation, settings: VariantSettings, campaign_seed: int,
                  guidance: Guidance | None = None, training: bool = False):
         self.base, self.seed_outputs, self.gen = base, base.outputs, settings
-        self.campaign_seed, self.mutators = campaign_seed, settings.mutators
+        self.campaign_seed = campaign_seed
+        self.mutators = applicable(settings.mutators, base.variant) if settings.mutators else []
         self.chooser = Chooser(self.mutators, guidance)
         self.tried: Counter = Counter()
         self.rejected: Counter = Counter()
@@ -100,19 +113,33 @@ class Generator:
             except Rejected:
                 self.rejected[name] += 1
                 continue
+            except Exception as e:  # noqa: BLE001 - a pass that breaks on this graph costs its draw, not the seed
+                log.warning("mutator %s failed on %s: %s: %s", name, params, type(e).__name__, str(e)[:200])
+                self.rejected[name] += 1
+                continue
             return candidate, [name, params]
         return current, None
 
+    def meant_to_mutate(self, index: int) -> bool:
+        return bool(self.gen.mutators) and not (index == 0 and self.gen.include_seed)
+
     def variant(self, seed_id: str, index: int) -> tuple[Recipe, Evaluation]:
+        """The variant's recipe and evaluation; a variant meant to be mutated whose recipe is still empty
+        carries no mutation (the caller skips it rather than run its seed again)."""
         rng_seed = variant_rng_seed(self.campaign_seed, seed_id, index)
         recipe, current = Recipe(seed_id, [], rng_seed), self.base
-        if index == 0 and self.gen.include_seed or not self.mutators:
+        if not self.meant_to_mutate(index) or not self.mutators:
             return recipe, current
         rng = random.Random(rng_seed)
         for _ in range(self.gen.mutations):
             current, step = self.mutate_once(current, rng)
             if step is not None:
                 recipe.mutations.append(step)
+        for _ in range(EXTRA_ROUNDS if not recipe.mutations else 0):
+            current, step = self.mutate_once(current, rng)
+            if step is not None:
+                recipe.mutations.append(step)
+                break
         return recipe, current
 
 
@@ -204,6 +231,7 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
         recipe, ev = generator.variant(seed_id, index)
         recipe.mode, recipe.train_layers = request.mode, training and request.train_layers
         v = ev.variant
+        unmutated = generator.meant_to_mutate(index) and not recipe.mutations
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
         meta_err = meta_ok = None
         if preserving and recipe.mutations:
@@ -213,8 +241,10 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
         if training:  # the seed's outputs are the forward's alone: no metamorphic oracle for a training run
             v = dataclasses.replace(v, mode=Mode.TRAINING)
             names = list(output_names(v))
-        build.payloads[vid] = _payload(v, seed_outputs if preserving and recipe.mutations and not training else None)
-        build.variants.append(BuiltVariant(
+        if not unmutated:  # a copy of the seed is not run again
+            oracle_outputs = seed_outputs if preserving and recipe.mutations and not training else None
+            build.payloads[vid] = _payload(v, oracle_outputs)
+        build.variants.append(BuiltVariant(unmutated=unmutated,
             index=index, variant_id=vid, recipe=recipe, semantics_preserving=preserving, graph_hash=v.graph_hash,
             node_count=v.node_count, ops=v.ops, output_names=names, metamorphic_err=meta_err,
             metamorphic_ok=meta_ok, gen_s=time.perf_counter() - t1, mode=request.mode))

@@ -147,11 +147,24 @@ class CampaignJobs:
         out = []
         for v in build.variants:
             missing = work.missing.get(v.index, set())
+            if v.unmutated:
+                self._unmutated(build, v, missing)
+                continue
             devices = deque(d for d in self.pools.devices
                             if d == self.pools.home or any(self.pools.specs[n].device == d for n in missing))
             payload = build.payloads.pop(v.variant_id)  # each variant holds its own payload, freed when it is done
             out.append(VariantWork(build, v, payload, missing, devices, builder=done.actor))
         return out
+
+    def _unmutated(self, build: SeedBuild, v: BuiltVariant, missing: set[str]) -> None:
+        """A variant meant to be mutated that no mutator could change: one skipped record per backend it
+        owed, so the campaign neither runs its seed again nor plans it on ``--resume``."""
+        tried = ", ".join(sorted(build.tried)) or "none applies to this graph"
+        failure = Failure(Status.SKIPPED, Stage.MUTATE, "NoMutation",
+                          f"no mutator changed this graph (drawn for its seed: {tried})")
+        self._records([run_record(self.c.name, build, v, new_outcome(self.pools.specs[n], failure))
+                       for n in sorted(missing)])
+        self.variants_done += 1
 
     def _ran(self, vw: VariantWork, done: Done) -> None:
         if done.lost is not None:  # the worker died (not a backend fault: the sandbox isolates those)

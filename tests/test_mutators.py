@@ -23,7 +23,7 @@ FAMILIES = {"structure", "substitution", "injection", "numeric", "precision", "s
 @pytest.fixture(scope="module")
 def bases():
     out = {}
-    for sid in ("timm/test_vit", "timm/test_resnet", "timm/test_convnext", "ops/softmax/float32/0"):
+    for sid in ("timm/test_vit", "timm/test_resnet", "timm/test_convnext", "ops/softmax/float32/0", "ops/amax/int16/0"):
         v = capture(create_seed(sid)).variant
         out[sid] = evaluate(v)
     return out

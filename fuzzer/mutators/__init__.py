@@ -18,7 +18,8 @@ def _has_family(cls) -> None:
 
 MUTATORS: Registry[Mutator] = Registry(
     "mutator", __name__, ("activation", "insert_unary", "structure", "substitution", "injection", "numeric",
-                          "precision", "semantic", "data_dependent"), "gapfuzz.mutators", MutatorError, check=_has_family)
+                          "precision", "semantic", "data_dependent", "chain"),
+    "gapfuzz.mutators", MutatorError, check=_has_family)
 register_mutator = MUTATORS.register
 
 

@@ -171,9 +171,11 @@ class Rewrite:
         self.tensors[name] = tensor
 
     def splice_after(self, x: fx.Node, build) -> fx.Node:
-        """Insert ``build(x)``'s nodes right after ``x``; every other user of ``x`` reads the result."""
+        """Insert ``build(x)``'s nodes right after ``x`` (after the last input, for an input); every other
+        user of ``x`` reads the result."""
         before = set(self.graph.nodes)
-        with self.after(x):
+        anchor = [n for n in self.graph.nodes if n.op == "placeholder"][-1] if x.op == "placeholder" else x
+        with self.after(anchor):
             out = build(x)
         new = set(self.graph.nodes) - before
         x.replace_all_uses_with(out, delete_user_cb=lambda u: u not in new)

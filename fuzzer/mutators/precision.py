@@ -149,8 +149,8 @@ class ChangeBatch(Mutator):
     family = "precision"
 
     def propose(self, variant, rng):
-        sizes = {t.shape[0] for t in variant.inputs if t.dim() >= 1}
-        if len(sizes) != 1:
+        sizes = {t.shape[0] if t.dim() else 0 for t in variant.inputs}
+        if len(sizes) != 1 or 0 in sizes:  # every input batched alike (a 0-d or empty one is not)
             return None
         return {"batch": rng.choice([b for b in (2, 3, 4) if b != next(iter(sizes))])}
 

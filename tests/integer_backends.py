@@ -1,0 +1,45 @@
+"""A test-only stack with a fault only a chain of two operators on a narrow integer type reaches, loaded
+by ``tests.integer_backends:NarrowPromotion``: like Inductor's C++ code generation, whose ``abs`` of a
+``short`` is an ``int``, it fails to compile a reduction (amax, amin, argmax, argmin, max, min) of an
+int8 or int16 value that an elementwise op (abs, neg, a bitwise op, a shift, a clamp) produced.
+A bare reduction of an input compiles. Option ``faults: false`` is the same stack without the fault."""
+from __future__ import annotations
+
+import torch
+from torch.fx.passes.shape_prop import ShapeProp
+
+from workers.registry import Backend
+
+aten = torch.ops.aten
+REDUCTIONS = {"amax", "amin", "argmax", "argmin", "max", "min"}
+ELEMENTWISE = {"abs", "neg", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+               "bitwise_right_shift", "clamp", "clamp_min", "clamp_max", "sign", "mul", "add"}
+NARROW = (torch.int8, torch.int16)
+
+
+def _name(n) -> str:
+    return getattr(n.target, "_opname", "") if n.op == "call_function" else ""
+
+
+def narrow_chains(gm: torch.fx.GraphModule, example_inputs) -> list[str]:
+    """The ``elementwise -> reduction`` pairs on int8 or int16 values in ``gm``."""
+    ShapeProp(gm).propagate(*example_inputs)
+    found = []
+    for n in gm.graph.nodes:
+        source = n.args[0] if n.args else None
+        if _name(n) in REDUCTIONS and isinstance(source, torch.fx.Node) and _name(source) in ELEMENTWISE:
+            tm = source.meta.get("tensor_meta")
+            if getattr(tm, "dtype", None) in NARROW:
+                found.append(f"{_name(source)} -> {_name(n)} ({str(tm.dtype).removeprefix('torch.')})")
+    return found
+
+
+class NarrowPromotion(Backend):
+    name = "narrow-promotion"
+
+    def prepare(self, gm, example_inputs, device):
+        chains = narrow_chains(gm, example_inputs) if self.options.get("faults", True) else []
+        if chains:
+            raise RuntimeError(f"C++ compile error: invalid conversion from 'int' to 'short' in the reduction of "
+                               f"{chains[0]}")
+        return gm

@@ -1,0 +1,156 @@
+"""Mutation reaches integer and bool graphs: every op of ``dtype_ops`` keeps the graph valid for its
+dtype, operator seeds of every dtype grow into chains, a variant no mutator can change is skipped and
+counted rather than run as its seed again, and a fault only an int16 elementwise-then-reduce chain
+reaches is found with the defaults."""
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+import torch
+
+from core.ir import Variant
+from fuzzer.builds import BuildRequest
+from fuzzer.generate import build_seed_variants
+from fuzzer.mutators import get_mutator, list_mutators
+from fuzzer.mutators.dtype_ops import OPS, kind_of, ops_for
+from fuzzer.settings import VariantSettings
+from fuzzer.validate import evaluate
+from seeds import create_seed
+from seeds.capture import capture
+from tests.integer_backends import narrow_chains
+
+SEEDS = {"int": "ops/amax/int16/0", "bool": "ops/logical_and/bool/0", "float": "ops/add/float32/0"}
+
+
+@pytest.fixture(scope="module")
+def bases():
+    return {kind: evaluate(capture(create_seed(seed)).variant) for kind, seed in SEEDS.items()}
+
+
+def _sites(variant: Variant, kind: str):
+    inputs = [n for n in variant.gm.graph.nodes if n.op == "placeholder"]
+    out = next(n for n in variant.gm.graph.nodes if n.op == "output").all_input_nodes
+    return [n for n in (*inputs, *out) if kind_of(n.meta["tensor_meta"].dtype) == kind]
+
+
+@pytest.mark.parametrize("kind", ["int", "bool", "float"])
+def test_every_op_keeps_shape_dtype_and_a_valid_graph_at_an_input_and_an_output(bases, kind):
+    base = bases[kind]
+    shapes = [(tuple(o.shape), o.dtype) for o in base.outputs]
+    mutator = get_mutator("grow_chain")
+    for name in ops_for(kind):
+        for site in _sites(base.variant, kind):
+            tm = site.meta["tensor_meta"]
+            extra = OPS[name].draw(tm.dtype, tuple(tm.shape), random.Random(1))
+            if extra is None:
+                continue
+            v = mutator.apply(base.variant, {"node": site.name, "op": name, **extra})
+            ev = evaluate(v, base)
+            assert [(tuple(o.shape), o.dtype) for o in ev.outputs] == shapes, (name, site.name)
+            back = Variant.from_payload(v.to_payload())  # what a worker receives
+            assert all(torch.equal(a, b) for a, b in zip(back.gm(*back.inputs), ev.outputs)), name
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_constants_fit_the_dtype(dtype):
+    rng = random.Random(0)
+    info = torch.iinfo(dtype)
+    for _ in range(200):
+        assert 0 <= OPS["lshift"].draw(dtype, (4,), rng)["c"] < info.bits
+        assert OPS["floor_div"].draw(dtype, (4,), rng)["c"] not in (0, -1)
+        assert OPS["remainder"].draw(dtype, (4,), rng)["c"] != 0
+        bounds = OPS["clamp"].draw(dtype, (4,), rng)
+        assert info.min <= bounds["lo"] < bounds["hi"] <= info.max
+        assert info.min <= OPS["xor"].draw(dtype, (4,), rng)["c"] <= info.max
+    assert OPS["amax"].draw(dtype, (), rng) is None and OPS["amax"].draw(dtype, (3, 0), rng) is None
+
+
+def _build(seed_id: str, per_seed: int, mutations: int, mutators=None):
+    settings = VariantSettings(per_seed, include_seed=False, mutations=mutations, mutators=mutators or list_mutators(),
+                               guidance="uniform", max_tries=8)
+    build = build_seed_variants(BuildRequest(seed_id, list(range(per_seed)), settings, 0, None, use_cache=False))
+    assert build.ok, build.failure
+    return build
+
+
+def test_narrow_integer_reductions_are_all_mutated_and_grow_chains():
+    """Before: 0 of 64 variants of int16 argmin, argmax, amin and amax seeds carried a mutation."""
+    chains = 0
+    for seed_id in ("ops/argmin/int16/0", "ops/argmax/int16/0", "ops/amin/int16/0", "ops/amax/int16/0"):
+        build = _build(seed_id, 8, 2)
+        assert all(v.recipe.mutations and not v.unmutated for v in build.variants), seed_id
+        for v in build.variants:
+            variant = Variant.from_payload(build.payloads[v.variant_id])
+            chains += bool(narrow_chains(variant.gm, variant.inputs))
+    assert chains >= 2, chains  # an elementwise op feeding the reduction, as NNSmith's defect needs
+
+
+def test_a_variant_no_mutator_changes_is_marked_unmutated_and_carries_no_payload():
+    build = _build("ops/add/float32/0", 2, 1, ["insert_integer"])  # a floating graph: no integer site
+    assert [v.unmutated for v in build.variants] == [True, True] and not build.payloads
+
+
+def test_unmutated_share_per_dtype():
+    from analysis.triage import render_unmutated, unmutated_by_dtype
+
+    df = pd.DataFrame({
+        "variant_id": ["ops/a/int16/0#0", "ops/a/int16/0#1", "ops/a/int16/0#1", "ops/b/bool/0#1", "timm/x#1"],
+        "seed_id": ["ops/a/int16/0", "ops/a/int16/0", "ops/a/int16/0", "ops/b/bool/0", "timm/x"],
+        "status": ["ok", "skipped", "skipped", "ok", "ok"], "stage": [None, "mutate", "mutate", None, None],
+        "mutations": [[], [], [], ["insert_integer"], ["insert_unary"]]})
+    t = unmutated_by_dtype(df)
+    assert t.loc["int16", "meant"] == 1 and t.loc["int16", "none"] == 1 and t.loc["bool", "none"] == 0
+    assert render_unmutated(df) == ("variants that carried no mutation (skipped), per dtype: bool 0/1, int16 1/1, "
+                                    "model 0/1")
+
+
+# ---------------------------------------------------------------- campaigns
+CAMPAIGN = """
+name: narrow
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/amax/int16/*", "ops/argmax/int16/*", "ops/amin/int8/*"]}
+variants: {per_seed: 4, mutations: 1}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets:
+    - {class: "tests.integer_backends:NarrowPromotion", device: cpu}
+    - {class: "tests.integer_backends:NarrowPromotion", device: cpu, label: narrow-clean, options: {faults: false}}
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_a_fault_an_int16_chain_reaches_is_found_with_the_defaults_and_unmutated_variants_are_skipped(tmp_path):
+    import ray
+
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(from_dict(load(CAMPAIGN, "t"), "t"), tmp_path / "run", progress=False).run()
+        floats = CAMPAIGN.replace('"ops/amax/int16/*", "ops/argmax/int16/*", "ops/amin/int8/*"', '"ops/add/float32/0"')
+        floats = floats.replace("mutations: 1}", "mutations: 1, mutators: [insert_integer]}")
+        Driver(from_dict(load(floats, "t"), "t"), tmp_path / "floats", progress=False).run()
+    finally:
+        ray.shutdown()
+    run = load_run(tmp_path / "run")
+    found = run.clusters()
+    shown = found[["cluster", "kind", "template", "backends", "count"]]
+    assert len(found) >= 1 and all(b == ["narrow-promotion@cpu"] for b in found["backends"]), shown
+    assert found["template"].str.contains("invalid conversion").all(), shown
+    records = run.records(["variant_id", "backend", "status", "stage"])
+    clean = records[records["backend"] == "narrow-clean@cpu"]
+    assert len(clean) and (clean["status"] == "ok").all()
+    skipped = load_run(tmp_path / "floats").records(["variant_id", "backend", "status", "stage", "seed_id",
+                                                     "mutations"])
+    mutated = skipped[~skipped["variant_id"].str.endswith("#0")]
+    backends = skipped.loc[skipped["variant_id"].str.endswith("#0"), "backend"].nunique()  # the seed itself ran
+    assert mutated["variant_id"].nunique() == 3 and len(mutated) == 3 * backends and backends >= 3
+    assert (mutated["status"] == "skipped").all() and (mutated["stage"] == "mutate").all()
