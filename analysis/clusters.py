@@ -33,7 +33,8 @@ from .merge import merge
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
-            Symptom.NUMERIC: 2, Symptom.GRAD_NONFINITE: 3, Symptom.GRAD: 2, Status.UNSUPPORTED: 1, Status.INVALID: 0}
+            Symptom.NUMERIC: 2, Symptom.GRAD_NONFINITE: 3, Symptom.GRAD: 2, Symptom.MISSING_ERROR: 3,
+            Status.UNSUPPORTED: 1, Status.INVALID: 0}
 LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong answer", 2: str(Symptom.NUMERIC),
          1: str(Status.UNSUPPORTED), 0: str(Status.INVALID)}
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)

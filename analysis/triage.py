@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage
+from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage, Symptom
 
 from .table import format_table
 
@@ -79,6 +79,10 @@ def describe(row) -> str:
     if row.kind == Kind.FAILURE:
         at = f" at {row.failing_op}" if _given(getattr(row, "failing_op", None)) else ""
         return f"{_caused(row)}{str(row.error_type).rsplit('.', 1)[-1]}{at}: {row.template}"
+    if str(row.symptom).startswith(Symptom.MISSING_ERROR):  # the key's symptom names the check
+        at = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
+        raised = str(row.symptom).partition(": ")[2] or "an error"
+        return f"missing check{at}: eager raises {raised}; this stack returns a result"
     explanation = getattr(row, "explanation", None)
     if _given(explanation):
         ops = getattr(row, "ops", None)

@@ -110,6 +110,7 @@ class Symptom(StrEnum):
     TASK = "task"  # tier 3: the task-level answer differs (top-1, argmax token, detections)
     GRAD_NONFINITE = "grad-nonfinite"  # training: the forward agrees, a gradient's NaN/Inf pattern does not
     GRAD = "grad"  # training: the forward outputs agree and a gradient's values do not (workers.training)
+    MISSING_ERROR = "missing-error"  # eager raises on the input (a check of it); the target returns without a word
 
 
 class Mode(StrEnum):
@@ -283,6 +284,8 @@ def bug_keys(table: pa.Table) -> pa.Table:
     at_node = pc.if_else(pc.and_(located, pc.invert(among(own, GRADIENT_SYMPTOMS))), text(col("node_symptom")), MISSING)
     symptom = pc.if_else(pc.not_equal(at_node, MISSING), at_node,
                          pc.if_else(pc.and_(pc.equal(own, MISSING), task), str(Symptom.TASK), own))
+    missing_check = pc.equal(symptom, str(Symptom.MISSING_ERROR))  # which check: the reference's message
+    symptom = pc.if_else(missing_check, pc.binary_join_element_wise(symptom, text(tpl), ": "), symptom)
     dtype = pc.if_else(pc.fill_null(col("dtype_specific", pa.bool_()), False), text(col("output_dtype")), MISSING)
     verdict_explains = among(verdict, (Verdict.ILL_CONDITIONED, Verdict.AMPLIFIED))
     explanation = text(pc.coalesce(col("explanation"), pc.if_else(verdict_explains, verdict, pa.scalar(None, pa.string()))))

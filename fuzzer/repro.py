@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, Mode, ReproStatus, Status, Verdict, bug_key
+from core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, Mode, ReproStatus, Status, Symptom, Verdict,
+                       bug_key)
 from core.templates import template
 from seeds.capture import CaptureError
 from workers.messages import JudgeSettings
@@ -357,6 +358,10 @@ def _title(record: dict, backend: str, v) -> str:
         op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
         return (f"{backend}: the backward of {op} diverges from PyTorch eager in training "
                 f"({record.get('worst_output') or 'a gradient'}, {record.get('output_dtype')})")
+    if record["status"] == Status.MISMATCH and record.get("symptom") == Symptom.MISSING_ERROR:
+        op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
+        raised = (record.get("message") or "an error").splitlines()[0][:100]
+        return f"{backend}: {op} returns a result where PyTorch eager raises ({raised})"
     if record["status"] == Status.MISMATCH:
         op = record.get("first_div_op") or (v.ops[0] if v.ops else "a graph")
         blame = " (float64 blames eager)" if record.get("verdict") == Verdict.REFERENCE_DIVERGENT else ""

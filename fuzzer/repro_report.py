@@ -7,7 +7,7 @@ import os
 import platform
 import re
 
-from core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Verdict
+from core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Symptom, Verdict
 from workers.culprit import in_words
 from workers.registry import BackendSpec
 
@@ -70,6 +70,9 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
                 Verdict.REFERENCE_SUSPECT: f"gives what {_consensus(record)} give, and PyTorch eager (with its float64 "
                                            "oracle) is the one apart: a PyTorch behaviour to report to PyTorch"
                 }.get(record.get("verdict"), "diverges from PyTorch eager beyond what float64 explains")
+        if record.get("symptom") == Symptom.MISSING_ERROR:
+            kind = (f"returns a result where PyTorch eager checks the input and raises "
+                    f"({(record.get('message') or 'an error').splitlines()[0][:200]}): the check is dropped")
     verdict = {ReproStatus.REPRODUCIBLE: f"reproduced in {result.failures} of {result.tries} fresh runs",
                ReproStatus.FLAKY: f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
                ReproStatus.NOT_REPRODUCED: f"NOT reproduced in {result.tries} fresh runs"}[result.status]

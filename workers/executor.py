@@ -291,6 +291,17 @@ class Executor:
         variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
         return numpy_outputs(variant.gm, variant.inputs)
 
+    def raising_op(self, variant_id: str, probe: Probe) -> str | None:
+        """The operator whose eager run raises on the probe (a check of its input), None when none does."""
+        from core.ir import Variant, target_name
+
+        from .interpret import raising_node
+
+        self._settle()
+        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        node = raising_node(variant.gm, variant.inputs)
+        return None if node is None else target_name(node.target)
+
     def emulate(self, variant_id: str, probe: Probe, modes: tuple, device: str = "cpu") -> dict:
         """Eager's outputs on the probe under each of the explanation hypotheses ``modes`` (``workers.emulate``)."""
         from core.ir import Variant

@@ -28,6 +28,18 @@ def widen_args(a):
 NOT_REUSED = object()  # what ``reuse`` returns for a node it has no value for
 
 
+def raising_node(gm: fx.GraphModule, inputs) -> fx.Node | None:
+    """The node whose eager run raises on ``inputs`` (None when none does): which operator checked them."""
+    seen: list[fx.Node] = []
+    evaluator = Evaluator(gm, on_value=lambda n, value, reused: seen.append(n))
+    try:
+        evaluator.run(*inputs)
+    except Exception:  # noqa: BLE001 - the error is the answer: the node after the last one that ran
+        done = set(seen)
+        return next((n for n in gm.graph.nodes if n.op == "call_function" and n not in done), None)
+    return None
+
+
 class Evaluator(fx.Interpreter):
     """Runs an ATen graph node by node on eager and keeps what each node computed: the one node loop
     of gapfuzz (the reference's validation of each mutation, tier 2's per-node values, the shrinker's

@@ -6,9 +6,11 @@ so both decide alike.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
+from core.failures import status_of_error
 from results.schema import RunRecord
 
 from .compare import Attribution, Tolerances, attribute, compare
@@ -51,21 +53,40 @@ def judge_outputs(out: list, ref: list, oracle: list | None, settings: Tolerance
     return Judgement(v, symptom, **task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
 
 
+_NOT_A_CHECK = re.compile(r"ZeroDivisionError|division by zero|scalar type|device|dtype", re.I)
+
+
 @dataclass(frozen=True)
 class RefusedProbe:
     """The reference failed on a probe: that input is outside what the model accepts (an integer
-    division by zero, a view of a layout it cannot view), so no target is to blame for failing it."""
+    division by zero, a view of a layout it cannot view), so no target is to blame for failing it.
+    Where eager's error is a check of the input's values ("all elements of target should be between
+    0 and 1", an index out of range), a target that returns instead has dropped that check."""
 
     error_type: str
     message: str
 
-    def excuse(self, o: RunRecord) -> None:
-        """A target's outcome on this probe: an error is skipped (the reference raised too); a crash,
-        timeout or out-of-memory stays a finding; a result has no reference to compare with."""
+    @property
+    def checks_input(self) -> bool:
+        """Eager's error validates the input's values: not an unsupported case, a limit, a dtype or device,
+        nor an integer division by zero (which compiled code is not asked to check)."""
+        short = self.error_type.rsplit(".", 1)[-1]
+        return short in ("RuntimeError", "ValueError", "IndexError") and \
+            status_of_error(self.error_type, self.message) == Status.ERROR and not _NOT_A_CHECK.search(self.message)
+
+    def excuse(self, o: RunRecord, op: str | None = None, target: bool = True) -> None:
+        """A run's outcome on this probe: an error is skipped (the reference raised too); a crash,
+        timeout or out-of-memory stays a finding; a target's result is a missing check where eager
+        checked the input (``op`` the operator that raised), else has no reference to compare with."""
         if o.status in (Status.ERROR, Status.UNSUPPORTED):
             o.status = Status.SKIPPED
             o.message = f"the reference fails on this probe too ({self.error_type}: {self.message[:200]}); " \
                         f"this stack: {o.message or ''}"[:2000]
+        elif o.status == Status.OK and target and self.checks_input:
+            o.update(status=Status.MISMATCH, stage=Stage.COMPARE, verdict=Verdict.TARGET_DIVERGENT,
+                     symptom=Symptom.MISSING_ERROR, first_div_op=op,
+                     message=f"{self.error_type.rsplit('.', 1)[-1]}: {self.message}"[:2000],
+                     error_type=None)  # the message is eager's: the check the stack dropped
         elif o.status == Status.OK:
             o.verdict = Verdict.NO_REFERENCE
 

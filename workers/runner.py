@@ -164,6 +164,18 @@ class VariantJob:
             return None
         return reply
 
+    def raising_op(self, probe: Probe) -> str | None:
+        """The operator whose eager run raises on a probe the reference refused; None when unknown."""
+        try:
+            self._load()
+            reply = self.sb.request(Executor.raising_op, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
+        except RemoteError:
+            return None
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return None
+        return reply
+
     def run(self, spec: BackendSpec) -> list[RunRecord]:
         """One outcome per probe (the example's first), or the one failure that stopped the backend."""
         t0 = time.perf_counter()
@@ -226,7 +238,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
     specs = {spec.name: spec for spec in request.specs}
     for o in outcomes:
-        if o.backend == s.reference and o.status in FAILED and o.probe != EXAMPLE:
+        if o.backend == s.reference and o.status in FAILED:  # the example too: a reproducer runs on the probe
             known[(s.reference, o.probe)] = RefusedProbe(o.error_type or "", o.message or "")
             if o.status in (Status.ERROR, Status.UNSUPPORTED):  # an input the model refuses: not a finding
                 o.status = Status.SKIPPED
@@ -235,9 +247,11 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     for probe in job.probes:
         refused = known.get((s.reference, probe.name))
         if isinstance(refused, RefusedProbe):
-            for o in outcomes:
-                if o.probe == probe.name and o.backend != s.reference:
-                    refused.excuse(o)
+            targets = [o for o in outcomes if o.probe == probe.name and o.backend != s.reference]
+            returned = refused.checks_input and any(o.status == Status.OK and o.backend != s.oracle for o in targets)
+            op = job.raising_op(probe) if returned else None  # which operator's check a target dropped
+            for o in targets:
+                refused.excuse(o, op, target=o.backend != s.oracle)
             continue
         judge = Judge(s, request, known.get((s.reference, probe.name)),
                       known.get((s.oracle, probe.name)) if s.oracle else None,

@@ -24,7 +24,7 @@ class Case:
     target: BackendSpec
     record: dict
     title: str
-    check: str  # "nonfinite" (NaN/Inf pattern), "exact" (integers), "close" (within tolerance)
+    check: str  # "nonfinite" (NaN/Inf pattern), "exact" (integers), "close" (within tolerance), "raises"
     tolerance: tuple = (1.3e-6, 1e-5)  # (rtol, atol) at the output's dtype
     options: dict = field(default_factory=dict)  # the run's backend options
     error_type: str = ""
@@ -47,6 +47,8 @@ class Script:
 
 
 def check_of(record: dict, symptom: str) -> str:
+    if str(symptom).startswith(Symptom.MISSING_ERROR):
+        return "raises"  # eager checks the input and raises; the stack returns
     if symptom in (Symptom.NONFINITE, Symptom.GRAD_NONFINITE):
         return "nonfinite"
     return "exact" if symptom == Symptom.INTEGER or str(record.get("output_dtype") or "").startswith(
@@ -76,9 +78,22 @@ def _raises(call: str, case: Case, indent: str = "") -> str:
         f"    sys.exit(1 if {matches} else 3)", 'print("no error: the bug is not present")', "sys.exit(0)"))
 
 
+def dropped_check(eager: str | None, target: str, case: Case) -> list[str]:
+    """Lines for a missing check: eager raises on these inputs (run with ``eager``, or quoted where the
+    script has no torch), the stack's ``target`` call returns: exit 1; it raises too: exit 0."""
+    said = (case.record.get("message") or "").splitlines()[0][:200]
+    lines = [f"# PyTorch eager raises here: {said}"]
+    if eager:
+        lines += ["try:", f"    {eager}", "except Exception as e:", '    print(f"eager raises {type(e).__name__}: {e}")',
+                  "else:", '    print("eager no longer raises on these inputs: not the bug")', "    sys.exit(3)"]
+    return lines + ["try:", f"    result = {target}", "except Exception as e:",
+                    '    print(f"the stack raises too ({type(e).__name__}: {e}): the bug is not present")',
+                    "    sys.exit(0)", 'print(f"the stack returns without raising: {result}")', "sys.exit(1)"]
+
+
 def index_only(case: Case) -> bool:
     """A divergence whose outputs are all indices (argmax, a sort's order, max's indices)."""
-    if _is_failure(case):
+    if _is_failure(case) or case.check == "raises":
         return False
     out = next(n for n in case.v.gm.graph.nodes if n.op == "output").args[0]
     for a in torch.utils._pytree.tree_leaves(out):

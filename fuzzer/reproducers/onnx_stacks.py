@@ -14,7 +14,7 @@ from workers.backends.openvino import compile_config
 from .literals import inlinable, needs_nan_names, numpy_literal
 from .onnx_code import helper_source
 from .torch_code import function_source
-from .case import Case, Script, _args_block, _compare_lines, _doc, _expected, _is_failure, _raises
+from .case import Case, Script, _args_block, _compare_lines, _doc, _expected, _is_failure, _raises, dropped_check
 
 
 def _onnx_model(case: Case, options: dict):
@@ -47,7 +47,7 @@ def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, ru
     compile_only = _is_failure(case) and case.record.get("stage") in ("convert", "compile") and prepare
     feed = exp = ""
     if not compile_only:
-        expected = [] if _is_failure(case) else _expected(case)
+        expected = [] if _is_failure(case) or case.check == "raises" else _expected(case)
         if not all(inlinable(t) and t.dtype != torch.bfloat16 for t in [*case.v.inputs, *expected]):
             return []  # the torch-based forms generate large inputs; numpy (no bfloat16) scripts carry literals
         feed = _feed(model, case)[0]
@@ -66,6 +66,8 @@ def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, ru
         body = [build, "", *[x for x in (feed, exp) if x], *setup]
         if _is_failure(case):
             body.append(_raises(prepare if compile_only else run, case))
+        elif case.check == "raises":
+            body += dropped_check(None, run, case)
         else:
             body += ["actual = " + run, *_compare_lines(case)]
         out.append(Script("\n".join([_doc(case, needs), *head, "", *body]).rstrip() + "\n", form, list(rules), files))
@@ -122,10 +124,10 @@ def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: 
     except TypeError:
         return None
     args = _args_block(case.v, weights, split=True)
-    expected = [] if _is_failure(case) else _expected(case)
+    expected = [] if _is_failure(case) or case.check == "raises" else _expected(case)
     if args is None or any(t.dtype == torch.bfloat16 for t in expected) or (not _is_failure(case) and not call):
         return None
-    exp = "" if _is_failure(case) else \
+    exp = "" if _is_failure(case) or case.check == "raises" else \
         "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" if \
         all(inlinable(t) for t in expected) and "special(" not in args else \
         "expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(f(*inputs, *weights))]  # PyTorch eager"
@@ -137,6 +139,8 @@ def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: 
             "", ""]
     if _is_failure(case):
         text.append(_raises(prepare + call, case))
+    elif case.check == "raises":
+        text += dropped_check("f(*inputs, *weights)", prepare + call, case)
     else:
         text += ["actual = " + actual.format(prepare + call), *_compare_lines(case)]
     return Script("\n".join(text).rstrip() + "\n", form, rules)

@@ -7,7 +7,7 @@ import torch
 
 from core.bugs import Mode
 
-from .case import Case, Script, _args_block, _doc, _is_failure, _raises, index_only
+from .case import Case, Script, _args_block, _doc, _is_failure, _raises, dropped_check, index_only
 from .literals import needs_nan_names
 from .torch_code import function_source
 
@@ -35,7 +35,8 @@ def torch_compile(case: Case) -> list[Script]:
         training = case.v.mode == Mode.TRAINING
         lines = [_doc(case, f"torch {torch.__version__.split('+')[0]}"), "import sys",
                  *(["from math import inf, nan"] if needs_nan_names(args) else []), "", "import torch",
-                 "from torch._dynamo.utils import same", "", "", fn, "", "", args]
+                 *([] if _is_failure(case) or case.check == "raises" else ["from torch._dynamo.utils import same"]),
+                 "", "", fn, "", "", args]
         random = any(getattr(n.target, "_nondeterministic_seeded", False) for n in case.v.gm.graph.nodes)
         if random:
             lines += ["import torch._inductor.config", "",
@@ -43,6 +44,8 @@ def torch_compile(case: Case) -> list[Script]:
         compiled = _compile_call(case)
         if _is_failure(case):
             lines.append(_raises(f"{compiled}(*args)", case))
+        elif case.check == "raises":
+            lines += ["", *dropped_check("f(*args)", f"{compiled}(*args)", case)]
         else:
             if training:
                 lines += ["", "", "def grads(fn, args):  # the forward, then a plain backward of a fixed projection",
@@ -63,8 +66,9 @@ def torch_compile(case: Case) -> list[Script]:
                       '    print(f"{int(bad.sum())} of {e.numel()} differ at {bad.nonzero()[:4].tolist()}: '
                       'eager {e[bad][:4].tolist()}, compiled {a[bad][:4].tolist()}")',
                       "sys.exit(0 if same(expected, actual, fp64_ref=fp64, equal_nan=True) else 1)"]
-        rules = ["PyTorch's rules for fuzzer reports: torch._dynamo.utils.same at its default tolerance, "
-                 "with a float64 reference (fp64_ref)"] + (["fallback_random=True"] if random else [])
+        rules = ["eager's own error on the same inputs, checked in the script"] if case.check == "raises" else \
+            ["PyTorch's rules for fuzzer reports: torch._dynamo.utils.same at its default tolerance, "
+             "with a float64 reference (fp64_ref)"] + (["fallback_random=True"] if random else [])
         script = Script("\n".join(lines).rstrip() + "\n", form, rules)
         if index_only(case):
             script.notes.append("index-only: only indices differ (argmax, a sort's order, max's indices); under "

@@ -70,10 +70,15 @@ def friendly_name(n: fx.Node, values: dict) -> str | None:
     if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
         return None
     base = target._schema.name.split("::")[-1]
+    if any(a.name not in values for a in n.all_input_nodes):
+        return None  # after the node eager raised at: no values to check a name with
     load = lambda a: values[a.name] if isinstance(a, fx.Node) else a  # noqa: E731
     args, kwargs = fx.map_arg(n.args, load), fx.map_arg(n.kwargs, load)
     with torch.no_grad():
-        expected = target(*args, **kwargs)
+        try:
+            expected = target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - eager raises here (the check a stack dropped): the ATen call stays
+            return None
         for text, ns in _NAMESPACES:
             fn = getattr(ns, base, None)
             if fn is None or not callable(fn) or base.endswith("_"):
@@ -87,7 +92,8 @@ def friendly_name(n: fx.Node, values: dict) -> str | None:
 
 
 def all_values(gm: fx.GraphModule, inputs: tuple) -> dict:
-    """Every node's value on eager, inputs and weights included."""
+    """Every node's value on eager, inputs and weights included; those before the node that raised, where
+    eager raises."""
     values = {}
 
     class Recorder(fx.Interpreter):
@@ -96,7 +102,10 @@ def all_values(gm: fx.GraphModule, inputs: tuple) -> dict:
             return values[n.name]
 
     with torch.no_grad():
-        Recorder(gm).run(*inputs)
+        try:
+            Recorder(gm).run(*inputs)
+        except Exception:  # noqa: BLE001 - eager checks the input and raises: the values up to there
+            pass
     return values
 
 

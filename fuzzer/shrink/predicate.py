@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.bugs import BugKey, Status, bug_key
+from core.bugs import BugKey, Kind, Status, Symptom, bug_key
 from core.ir import Variant
 from workers.messages import JudgeSettings, RunRequest
 from workers.registry import BackendSpec
@@ -38,7 +38,9 @@ class SameBug:
         if outcomes is None:
             return False
         target = next(o for o in outcomes if o.backend == self.target_name)
-        return outcomes[0].status == Status.OK and self.key.shown_by(bug_key(target.key_fields()), v.ops)
+        missing_check = self.key.kind == Kind.DISCREPANCY and self.key["symptom"].startswith(Symptom.MISSING_ERROR)
+        reference_ran = outcomes[0].status == Status.OK or missing_check  # eager's check is the bug's half
+        return reference_ran and self.key.shown_by(bug_key(target.key_fields()), v.ops)
 
     def explanation(self, v: Variant) -> str | None:
         """What triage's hypotheses (a lower precision, another option set) say of ``v``'s divergence, run

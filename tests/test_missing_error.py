@@ -1,0 +1,123 @@
+"""A compiled stack that stops raising: where eager checks an input's values and raises ("all elements
+of target should be between 0 and 1"), a target that returns instead is a finding of its own
+(``missing-error``), keyed by the operator and eager's message, shown as such in triage."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from core.bugs import Status, Symptom, Verdict, bug_key
+from results.schema import RunRecord
+from workers.judge import RefusedProbe
+
+BLANK = dict(campaign="", variant_id="", seed_id="", device="cpu")
+BCE = "all elements of target should be between 0 and 1"
+
+
+def _ok(backend="inductor@cpu"):
+    return RunRecord(backend=backend, stack=backend.split("@")[0], status=Status.OK, **BLANK)
+
+
+@pytest.mark.parametrize("error_type, message, check", [
+    ("RuntimeError", BCE, True),
+    ("IndexError", "index 7 is out of bounds for dimension 0 with size 5", True),
+    ("RuntimeError", "ZeroDivisionError", False),  # an integer division by zero: compiled code need not check
+    ("RuntimeError", '"addmm_impl_cpu_" not implemented for \'Half\'', False),  # unsupported, not a check
+    ("TypeError", "expected Tensor as element 0", False),
+])
+def test_which_errors_of_eager_are_checks_of_the_input(error_type, message, check):
+    assert RefusedProbe(error_type, message).checks_input is check
+
+
+def test_a_target_that_returns_where_eager_checked_is_a_missing_error_and_the_oracle_is_not():
+    refused = RefusedProbe("RuntimeError", BCE)
+    target, oracle = _ok(), _ok("eager-fp64@cpu")
+    refused.excuse(target, "aten.binary_cross_entropy.default")
+    refused.excuse(oracle, None, target=False)
+    assert (target.status, target.verdict, target.symptom) == (Status.MISMATCH, Verdict.TARGET_DIVERGENT,
+                                                               Symptom.MISSING_ERROR)
+    assert target.first_div_op == "aten.binary_cross_entropy.default" and target.message == f"RuntimeError: {BCE}"
+    assert oracle.status == Status.OK and oracle.verdict == Verdict.NO_REFERENCE
+    raised = _ok()
+    raised.status, raised.message = Status.ERROR, "Assertion failed: target in [0, 1]"
+    refused.excuse(raised, "aten.binary_cross_entropy.default")
+    assert raised.status == Status.SKIPPED  # it raises too: it agrees
+
+
+def test_the_key_is_the_operator_and_eagers_message_template():
+    def record(message, op="aten.binary_cross_entropy.default", stack="inductor"):
+        r = _ok(f"{stack}@cpu")
+        RefusedProbe("RuntimeError", message).excuse(r, op)
+        return vars(r)
+
+    a, b = bug_key(record(BCE)), bug_key(record(BCE))
+    assert a == b and a.id.startswith("d-")
+    assert a["symptom"] == "missing-error: RuntimeError: all elements of target should be between <num> and <num>"
+    assert bug_key(record("all elements of input should be between 0 and 1")) != a  # another check
+    assert bug_key(record(BCE, "aten.nll_loss_forward.default")) != a  # another operator
+    assert bug_key(record(BCE, stack="onnxruntime")) != a
+    index = bug_key(record("index 7 is out of bounds for dimension 0 with size 5", "aten.index.Tensor"))
+    assert index == bug_key(record("index 9 is out of bounds for dimension 0 with size 8", "aten.index.Tensor"))
+
+
+def test_the_operator_that_raised_is_found_by_running_eager_node_by_node():
+    from seeds import create_seed
+    from seeds.capture import capture
+    from workers.interpret import raising_node
+
+    v = capture(create_seed("ops/nn.functional.binary_cross_entropy/float32/0")).variant
+    assert raising_node(v.gm, v.inputs) is None
+    bad = [t.clone() for t in v.inputs]
+    bad[1].view(-1)[0] = float("nan")  # the target
+    node = raising_node(v.gm, bad)
+    assert node is not None and "binary_cross_entropy" in str(node.target)
+
+
+CAMPAIGN = """
+name: missing-error
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/nn.functional.binary_cross_entropy/float32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets: [inductor@cpu]
+pools: {cpu: {workers: 1}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_path):
+    """Real: Inductor's binary_cross_entropy returns NaN for a NaN target; eager raises."""
+    import ray
+
+    from analysis.api import load_run
+    from analysis.triage import describe
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(from_dict(load(CAMPAIGN, "t"), "t"), tmp_path / "run", progress=False).run()
+    finally:
+        ray.shutdown()
+    run = load_run(tmp_path / "run")
+    found = run.clusters()
+    missing = found[found["symptom"].str.startswith("missing-error")]
+    assert len(missing) >= 1, found[["cluster", "symptom", "first_div_op", "backends"]]
+    row = next(missing.itertuples())
+    assert row.first_div_op == "aten.binary_cross_entropy.default" and row.backends == ["inductor@cpu"]
+    assert row.level == "wrong answer" and row.vendor
+    assert describe(row).startswith("missing check at aten.binary_cross_entropy.default: eager raises RuntimeError: "
+                                    "all elements of"), describe(row)
+    assert torch.isnan(torch.compile(torch.nn.functional.binary_cross_entropy)(
+        torch.rand(3), torch.tensor([0.5, float("nan"), 0.5]))).item()  # the stack's own behaviour, outside gapfuzz
+    from fuzzer.repro import reproduce_cluster
+
+    (tmp_path / "run" / "campaign.yaml").write_text(CAMPAIGN)  # what `gapfuzz run` writes beside the records
+    result = reproduce_cluster(tmp_path / "run", row.cluster, tmp_path / "repro", tries=2)
+    code = (tmp_path / "repro" / "repro.py").read_text()
+    assert result.status == "reproducible" and result.form == "torch.compile", result
+    assert "eager raises" in code and "torch.compile(f" in code and len(code.splitlines()) < 40, code
