@@ -7,7 +7,7 @@ import torch
 
 from seeds import create_seed
 from seeds.capture import capture
-from workers.probes import EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
+from workers.probes import EDGES, EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
 
 
 def _variant(seed_id: str):
@@ -131,8 +131,10 @@ def test_layout_probes_keep_the_values_and_change_the_strides():
     chosen = choose(v.gm, v.inputs, ProbeSettings(), "v#0")  # by default, beside the eight value probes
     layouts = [p for p in chosen if p.kind == "layout"]
     assert [p.name for p in layouts] == ["layout:channels-last", "layout:transposed", "layout:strided"]
-    assert chosen[-3:] == layouts and len(chosen) == 8 + 3
-    assert choose(v.gm, v.inputs, every, "v#0")[-3:] == layouts  # named: the same probes, the same recipes
+    edges = [p.name for p in chosen if p.kind == "edge"]  # a one-operator graph: the dtype's edges after them
+    assert edges == [f"edge:{e}" for e in EDGES] and chosen[-len(EDGES) - 3:-len(EDGES)] == layouts
+    assert len(chosen) == 8 + 3 + len(EDGES)
+    assert [p for p in choose(v.gm, v.inputs, every, "v#0") if p.kind == "layout"] == layouts  # the same recipes
     for p in layouts:
         fed = make_inputs(v.inputs, roles(v.gm, v.inputs), p)[0]
         assert torch.equal(fed, v.inputs[0]) and not fed.is_contiguous(), p.name
@@ -206,7 +208,7 @@ def test_relation_probes_relate_inputs_of_one_shape_and_dtype():
     relations = [p for p in chosen if p.kind == "relation"]
     assert [p.name for p in relations] == ["relation:equal", "relation:some-equal", "relation:ulp",
                                            "relation:ulp-flipped", "relation:swapped"]
-    assert len([p for p in chosen if p.kind not in ("relation", "layout")]) == 8  # they displace no value probe
+    assert len([p for p in chosen if p.kind not in ("relation", "layout", "edge")]) == 8  # they displace no value probe
     x, lo, hi = clamp.inputs
     fed = {p.params[0][1]: make_inputs(clamp.inputs, r, p) for p in relations}
     assert all(torch.equal(t, x) for t in fed["equal"])
@@ -301,3 +303,32 @@ def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near
     found = run.clusters(vendor=True)
     for backend in ("strides-any@cpu", "strides-compiled@cpu", "near-ties@cpu", "gt-as-ge@cpu"):
         assert found["backends"].map(lambda b, x=backend: x in b).any(), (backend, found[["cluster", "backends"]])
+
+
+def test_edge_probes_sit_one_step_from_the_dtypes_edges_on_small_graphs_only():
+    from workers.probes import QUOTIENTS
+
+    assert not [p for p in choose(*_gm_inputs("timm/test_resnet"), ProbeSettings(), "v#0") if p.kind == "edge"]
+    v = _variant("ops/floor_divide/float32/0")
+    chosen = {p.params[0][1]: p for p in choose(v.gm, v.inputs, ProbeSettings(), "v#0") if p.kind == "edge"}
+    assert list(chosen) == [*EDGES, *QUOTIENTS]  # the division family gets quotients too
+    r = roles(v.gm, v.inputs)
+    fed = {e: make_inputs(v.inputs, r, p) for e, p in chosen.items()}
+    top = torch.finfo(torch.float32).max
+    big = fed["max"][0].abs()
+    assert torch.isfinite(big).all() and (big >= torch.nextafter(torch.tensor(top), torch.tensor(0.0))).all()
+    tiny = fed["tiny"][0].abs()
+    assert (tiny <= torch.finfo(torch.float32).smallest_normal).all() and ((tiny > 0) & (tiny < 1.2e-38)).any()
+    nan = fed["nan-sign"][0]
+    assert int(nan.isnan().sum()) == 1 and torch.signbit(nan[nan.isnan()]).all()
+    snan = fed["snan"][0]
+    assert (snan.view(torch.int32) == 0x7F800001).sum() == 1  # the payload travels as drawn
+    a, b = fed["quotient"][:2]
+    q = a.double() / b.double()
+    assert (b != 0).all() and torch.equal(q, q.round())  # integer-valued quotients
+    a, b = fed["quotient-ulp"][:2]
+    q = a.double() / b.double()
+    assert (q != q.round()).any()  # one ulp off an integer
+    for e, p in chosen.items():  # replayed from its recipe, the same inputs
+        again = make_inputs(v.inputs, r, Probe.from_recipe(p.recipe()))
+        assert all(torch.equal(x.view(torch.int32), y.view(torch.int32)) for x, y in zip(fed[e], again)), e

@@ -30,13 +30,14 @@ class Tolerances:
     tolerances: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     multiplier: float = 3.0  # target blamed when its oracle error exceeds multiplier x the reference's + 1
     far: float = 1000.0  # both sides this many tolerances from the oracle: ill-conditioned
+    dtype_bound_ops: tuple = ()  # more operators judged without the oracle (``workers.consensus.DTYPE_BOUND_OPS``)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Tolerances:
         d = dict(d or {})
         tols = dict(DEFAULT_TOLERANCES)
         tols.update({k: tuple(v) for k, v in (d.pop("tolerances", None) or {}).items()})
-        return cls(tolerances=tols, **d)
+        return cls(tolerances=tols, dtype_bound_ops=tuple(d.pop("dtype_bound_ops", None) or ()), **d)
 
     def tol(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.tolerances.get(str(dtype).removeprefix("torch."), (0.0, 0.0))

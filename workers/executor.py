@@ -144,7 +144,7 @@ class Executor:
         chosen = {strides: choose(v.gm, v.inputs, probes, variant_id, strides) if probes else [Probe()]
                   for strides in (True, False, None)}  # Backend.any_strides -> that stack's probes
         return {"checksums": self.checksums, "seed_outputs": payload.get("seed_outputs") if local else None,
-                "probes": chosen[True], "stack_probes": chosen}
+                "probes": chosen[True], "stack_probes": chosen, "ops": list(v.ops)}
 
     def _variant_for(self, variant_id: str, backend):
         """The loaded variant for one backend. Backends that never write what they are given

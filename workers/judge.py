@@ -6,6 +6,7 @@ so both decide alike.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -91,16 +92,23 @@ class RefusedProbe:
             o.verdict = Verdict.NO_REFERENCE
 
 
+def exact(tolerances: Tolerances) -> Tolerances:
+    """``tolerances`` with no tolerance at any dtype: a bitwise comparison (NaNs still equal NaNs)."""
+    return dataclasses.replace(tolerances, tolerances={k: (0.0, 0.0) for k in tolerances.tolerances})
+
+
 class Judge:
     """Tiers 1 and 3 and attribution for one target's outputs; the seed's outputs, for a
     semantics-preserving variant, break the tie when the fp64 oracle cannot."""
 
     def __init__(self, s: JudgeSettings, request: RunRequest, ref: list | None, oracle: list | None,
-                 seed_outputs: list | None):
+                 seed_outputs: list | None, dtype_bound: bool = False):
         self.s, self.kind, self.names = s, request.output_kind, request.output_names
         boxes = self.kind == "boxes" and s.detection_adapter
         self.canon = lambda out: None if out is None else (canonicalize(out, self.names) if boxes else out)
         self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
+        self.dtype_bound = dtype_bound  # no oracle: a target apart from eager is blamed unless a consensus forms
+        self.tol = exact(s.compare) if dtype_bound else s.compare  # one ulp is the whole answer there
 
     def __call__(self, o: RunRecord, outputs: list) -> None:
         if self.ref is None:
@@ -108,12 +116,14 @@ class Judge:
             return
         out = self.canon(outputs)
         if o.backend == self.s.oracle:
-            self._set(o, {**attribute(out, self.ref, None, self.s.compare).columns(), "verdict": Verdict.ORACLE})
+            self._set(o, {**attribute(out, self.ref, None, self.tol).columns(), "verdict": Verdict.ORACLE})
             return
-        self._set(o, judge_outputs(out, self.ref, self.oracle, self.s.compare, self.kind, self.names,
+        self._set(o, judge_outputs(out, self.ref, self.oracle, self.tol, self.kind, self.names,
                                    self.s.detection_adapter).columns())
         if self.seed is not None:
             self._metamorphic(o, out)
+        if self.dtype_bound and o.verdict == Verdict.NO_ORACLE:
+            o.verdict = Verdict.TARGET_DIVERGENT
         if o.verdict in DIVERGENT:
             o.status, o.stage = Status.MISMATCH, Stage.COMPARE
 
@@ -125,8 +135,8 @@ class Judge:
         o.update(**columns)
 
     def _metamorphic(self, o: RunRecord, out: list) -> None:
-        meta = compare(out, self.seed, self.s.compare)
+        meta = compare(out, self.seed, self.tol)
         o.metamorphic_err = meta.tol_ratio
         if o.verdict == Verdict.ILL_CONDITIONED and not meta.passed and \
-                compare(self.ref, self.seed, self.s.compare).passed:
+                compare(self.ref, self.seed, self.tol).passed:
             o.verdict = Verdict.TARGET_DIVERGENT  # the reference keeps the seed's meaning; the target does not

@@ -10,7 +10,9 @@ so that a few probes already cover every family that applies. Beside them, not c
 ``per_variant``: relation probes (number inputs of one shape made equal, half equal, one ulp apart on
 either side, or swapped: the ties of ``>`` against ``>=``), then layout probes (the same values channels-last,
 transposed, strided), all three for a stack that takes any strides (``Backend.any_strides``), one on
-a convolution or matmul for one that compiles again for each (Inductor), unless ``kinds`` names ``layout``.
+a convolution or matmul for one that compiles again for each (Inductor), unless ``kinds`` names ``layout``;
+and, on small graphs with a floating input, edge probes (``EDGES``: values one step from the dtype's
+largest, smallest normal and subnormal, NaNs with a sign or a payload; quotients on an integer).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from core.seeding import stable_int
 
 aten = torch.ops.aten
 EXAMPLE = EXAMPLE_PROBE
-KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "relation", "layout")
+KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "relation", "layout", "edge")
 DEFAULT_KINDS = KINDS  # layouts as each stack takes them; a list of the campaign's own naming layout: all, everywhere
 
 # int inputs used only by these stay numbers (and get integer extremes); any other use makes them indices
@@ -48,6 +50,17 @@ INTEGER_CORNERS = ("max", "min", "zero", "minus-one", "overflow-sum", "random") 
 MASKS = (True, False, "random", "single", "alternating")  # all, none, half at random, one, every other
 ORDERS = ("reversed", "shuffled")  # an index tensor's own values in another order: still valid indices
 LAYOUTS = ("channels-last", "transposed", "strided")
+# values one step from the dtype's edges, for floating inputs of small graphs (where they reach an operator
+# as drawn): the largest finite and one ulp below, the square root and the log of it with their
+# neighbours (a product or an exp crosses into inf there), the smallest normal, the largest and smallest
+# subnormal, a NaN with its sign bit set, a signaling NaN; for the division family, quotients that are
+# integers and quotients one ulp off one (floor division and remainder computed as floor(a / b))
+EDGES = ("max", "sqrt-max", "log-max", "tiny", "nan-sign", "snan")
+QUOTIENTS = ("quotient", "quotient-ulp")
+EDGE_MAX_NODES = 8  # a graph with more calls reaches its operators through others: edges mean little there
+_DIVISIONS = {"div", "floor_divide", "remainder", "fmod", "true_divide", "divide"}
+_SNAN_BITS = {torch.float16: (torch.int16, 0x7C01), torch.bfloat16: (torch.int16, 0x7F81),
+              torch.float32: (torch.int32, 0x7F800001), torch.float64: (torch.int64, 0x7FF0000000000001)}
 # the later inputs of a related group: equal to the first, at a seeded half of the positions, one ulp from it on
 # the side the example has them (its order at the least margin) or on the other side (its order flipped), swapped
 RELATIONS = ("equal", "some-equal", "ulp", "ulp-flipped", "swapped")
@@ -78,7 +91,7 @@ _ROUNDS = [
     [("special", {"value": "nan", "pattern": "window"}), ("special", {"value": "inf", "pattern": "row"})],
 ]
 _NEEDS = {"special": "value", "random": "value", "ties": "value", "integer": "integer", "bool": "mask",
-          "index": "index", "layout": "any"}
+          "index": "index", "layout": "any", "edge": "value"}
 
 
 @dataclass(frozen=True)
@@ -97,7 +110,7 @@ class Probe:
     def name(self) -> str:
         """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
         params = dict(self.params)
-        shown = ("value", "magnitude", "corner", "pattern", "order", "relation", "layout")
+        shown = ("value", "magnitude", "corner", "pattern", "order", "relation", "layout", "edge")
         return ":".join([self.kind, *(str(params[k]) for k in shown if k in params)])
 
     def recipe(self) -> str:
@@ -183,6 +196,10 @@ def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_i
             layouts = (one_layout(inputs),) if any_strides is False and _contracts(gm) else ()
         chosen += [Probe.of("layout", {"layout": layout}, (seed + len(values) + LAYOUTS.index(layout)) % (1 << 31))
                    for layout in layouts]  # the seeds layout probes always had: their recipes replay as before
+    if "edge" in allowed and "value" in have and _edged(gm, inputs):
+        base = seed + len(values) + len(LAYOUTS) + len(RELATIONS)
+        edges = EDGES + (QUOTIENTS if _divides(gm) and related_group(inputs, input_roles) else ())
+        chosen += [Probe.of("edge", {"edge": e}, (base + i) % (1 << 31)) for i, e in enumerate(edges)]
     return chosen if EXAMPLE in allowed else chosen[1:]
 
 
@@ -217,6 +234,8 @@ def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
     g = torch.Generator().manual_seed(probe.seed)
     if probe.kind == "relation":
         return _related(tuple(inputs), input_roles, params["relation"], g)
+    if probe.kind == "edge" and params["edge"] in QUOTIENTS:
+        return _quotients(tuple(inputs), input_roles, params["edge"] == "quotient-ulp", g)
     return tuple(_probe_one(t, role, probe.kind, params, g) if isinstance(t, torch.Tensor) else t
                  for t, role in zip(inputs, input_roles))
 
@@ -242,7 +261,7 @@ def _layable(gm: fx.GraphModule, inputs: tuple) -> bool:
 def _probe_one(t: torch.Tensor, role: str, kind: str, params: dict, g: torch.Generator) -> torch.Tensor:
     if kind == "layout":
         return _laid_out(t, params["layout"])
-    if role != _NEEDS.get(kind) or t.numel() == 0:
+    if role != _NEEDS.get(kind) or t.numel() == 0 or (kind == "edge" and t.dtype not in _SNAN_BITS):
         return t
     cpu = t.detach().cpu()
     if kind == "bool":
@@ -260,6 +279,8 @@ def _probe_one(t: torch.Tensor, role: str, kind: str, params: dict, g: torch.Gen
         out = torch.full_like(cpu, 0.5)
     elif kind == "random":
         out = _random(cpu, params["magnitude"], g)
+    elif kind == "edge":
+        out = _edge(cpu, params["edge"], g)
     else:
         out = _special(cpu, params["value"], params["pattern"], g)
     return out.to(t.device)
@@ -327,6 +348,71 @@ def _laid_out(t: torch.Tensor, layout: str) -> torch.Tensor:
     view = buffer[..., ::2]
     view.copy_(t)
     return view
+
+
+def _edged(gm: fx.GraphModule, inputs: tuple) -> bool:
+    """Edge probes apply to a small graph (``EDGE_MAX_NODES`` calls at most) with a floating input."""
+    calls = sum(n.op == "call_function" for n in gm.graph.nodes)
+    return calls <= EDGE_MAX_NODES and any(isinstance(t, torch.Tensor) and t.dtype in _SNAN_BITS and t.numel()
+                                           for t in inputs)
+
+
+def _divides(gm: fx.GraphModule) -> bool:
+    names = (str(n.target).split(".") for n in gm.graph.nodes if n.op == "call_function")
+    return any(len(parts) >= 2 and parts[1] in _DIVISIONS for parts in names)
+
+
+def _around(x: float, dtype: torch.dtype, shape, g: torch.Generator) -> torch.Tensor:
+    """``x`` in ``dtype`` and its neighbours one ulp either side, at random positions with random signs."""
+    centre = torch.tensor(x, dtype=torch.float64).to(dtype)
+    inf = torch.tensor(math.inf, dtype=dtype)
+    three = torch.stack([torch.nextafter(centre, -inf), centre, torch.nextafter(centre, inf)])
+    pick = three[torch.randint(3, shape, generator=g)]
+    sign = torch.where(torch.rand(shape, generator=g) < 0.5, -1.0, 1.0).to(dtype)
+    return torch.where(torch.isfinite(pick), pick, centre) * sign
+
+
+def _edge(t: torch.Tensor, edge: str, g: torch.Generator) -> torch.Tensor:
+    info = torch.finfo(t.dtype)
+    if edge == "max":
+        return _around(info.max, t.dtype, t.shape, g)
+    if edge == "sqrt-max":
+        return _around(math.sqrt(info.max), t.dtype, t.shape, g)
+    if edge == "log-max":
+        return _around(math.log(info.max), t.dtype, t.shape, g).abs()
+    if edge == "tiny":  # the smallest normal, the largest and the smallest subnormal, either sign; signed zeros
+        normal = torch.tensor(info.smallest_normal, dtype=t.dtype)
+        zero = torch.zeros((), dtype=t.dtype)
+        values = torch.stack([normal, torch.nextafter(normal, zero), torch.nextafter(zero, normal)])
+        values = torch.cat([values, -values, zero.reshape(1), -zero.reshape(1)])
+        return values[torch.randint(len(values), t.shape, generator=g)]
+    out = t.clone().reshape(-1)
+    if edge == "nan-sign":
+        value = torch.copysign(torch.tensor(math.nan, dtype=t.dtype), torch.tensor(-1.0, dtype=t.dtype))
+    else:  # a signaling NaN: the quiet bit clear, a payload of one
+        bits, pattern = _SNAN_BITS[t.dtype]
+        value = torch.tensor(pattern, dtype=bits).view(t.dtype)
+    out[int(torch.randint(out.numel(), (1,), generator=g))] = value
+    return out.reshape(t.shape)
+
+
+def _quotients(inputs: tuple, input_roles: list[str], ulp: bool, g: torch.Generator) -> tuple:
+    """The first two related inputs ``a, b`` with ``a = b * k`` for small integers ``k`` (an integer-valued
+    quotient), or ``a`` one ulp from that (a quotient one ulp off an integer), ``b`` kept nonzero."""
+    group = related_group(inputs, input_roles)
+    if len(group) < 2 or not inputs[group[0]].is_floating_point():
+        return inputs
+    a, b = (inputs[i].detach().cpu() for i in group[:2])
+    b = torch.where(b == 0, torch.ones_like(b), b)
+    k = torch.randint(-9, 10, a.shape, generator=g).to(a.dtype)
+    new = (b * k).to(a.dtype)
+    if ulp:
+        away = torch.where(torch.rand(a.shape, generator=g) < 0.5, -math.inf, math.inf).to(a.dtype)
+        new = torch.nextafter(new, away)
+    out = list(inputs)
+    out[group[0]] = torch.empty_like(inputs[group[0]]).copy_(new.to(inputs[group[0]].device))
+    out[group[1]] = torch.empty_like(inputs[group[1]]).copy_(b.to(inputs[group[1]].device))
+    return tuple(out)
 
 
 def _integer_corner(dtype: torch.dtype, corner: str) -> int:

@@ -23,7 +23,7 @@ from results.schema import RunRecord
 from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
 from .attribution import attribute_findings
 from .compare import compare
-from .consensus import find_consensus
+from .consensus import dtype_bound, find_consensus
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
@@ -73,6 +73,7 @@ class VariantJob:
         self.stack_probes: dict = {}  # Backend.any_strides -> the probes of a stack that takes it (fewer layouts)
         self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
         self.emulated: dict[str, dict] = {}  # probe -> each explanation hypothesis's emulation, measured
+        self.dtype_bound = False  # a graph whose result is its dtype's representation: judged without the oracle
 
     def _load(self) -> None:
         if self.loaded:
@@ -92,6 +93,7 @@ class VariantJob:
             self.seed_outputs = reply["seed_outputs"]
         self.probes = reply["probes"]
         self.stack_probes = reply.get("stack_probes", {})
+        self.dtype_bound = dtype_bound(reply.get("ops", ()), self.s.compare.dtype_bound_ops)
         self.loaded = True
 
     def probes_for(self, spec: BackendSpec) -> list[Probe]:
@@ -254,14 +256,14 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                 refused.excuse(o, op, target=o.backend != s.oracle)
             continue
         judge = Judge(s, request, known.get((s.reference, probe.name)),
-                      known.get((s.oracle, probe.name)) if s.oracle else None,
-                      seed_outputs if probe.kind == EXAMPLE else None)
+                      known.get((s.oracle, probe.name)) if s.oracle and not job.dtype_bound else None,
+                      seed_outputs if probe.kind == EXAMPLE else None, dtype_bound=job.dtype_bound)
         judged = [o for o in outcomes if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference]
         for o in judged:
             judge(o, job.outputs[(o.backend, probe.name)])
         targets = [o for o in judged if o.backend != s.oracle]
         find_consensus(targets, {o.backend: job.outputs[(o.backend, probe.name)] for o in targets},
-                       {o.backend: specs[o.backend].stack for o in targets}, s.compare,
+                       {o.backend: specs[o.backend].stack for o in targets}, judge.tol,
                        lambda: job.numpy_answer(probe))
         for o in judged:
             if s.explain and request.mode == Mode.INFERENCE and \

@@ -1,6 +1,7 @@
-"""A compiled stack that stops raising: where eager checks an input's values and raises ("all elements
-of target should be between 0 and 1"), a target that returns instead is a finding of its own
-(``missing-error``), keyed by the operator and eager's message, shown as such in triage."""
+"""Edges of what a stack owes: where eager checks an input's values and raises ("all elements of target
+should be between 0 and 1"), a target that returns instead is a finding of its own (``missing-error``),
+keyed by the operator and eager's message; and a graph whose result is its dtype's representation
+(nextafter, a bit view) is compared bit for bit and judged without the float64 oracle."""
 from __future__ import annotations
 
 import pytest
@@ -121,3 +122,50 @@ def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_p
     code = (tmp_path / "repro" / "repro.py").read_text()
     assert result.status == "reproducible" and result.form == "torch.compile", result
     assert "eager raises" in code and "torch.compile(f" in code and len(code.splitlines()) < 40, code
+
+
+# ---------------------------------------------------------------- no oracle where the dtype is the meaning
+def test_a_graph_of_a_representation_operator_is_dtype_bound_and_a_campaign_can_add_one():
+    from fuzzer.campaign import from_dict
+    from workers.consensus import dtype_bound
+
+    assert dtype_bound(["aten.nextafter.default"]) and dtype_bound(["aten.add.Tensor", "aten.view.dtype"])
+    assert not dtype_bound(["aten.view.default", "aten.add.Tensor"])  # a view of the same dtype: values, not bits
+    assert dtype_bound(["aten.spacing.default"], ("aten.spacing",))
+    c = from_dict({"name": "t", "seeds": [{"source": "ops", "include": ["ops/nextafter/float32/0"]}],
+                   "backends": {"targets": ["aot-eager@cpu"]}, "compare": {"dtype_bound_ops": ["aten.spacing"]}}, "t")
+    assert c.compare.settings.dtype_bound_ops == ("aten.spacing",)
+
+
+WIDE = """
+name: dtype-bound
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/nextafter/float32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets: [{class: "tests.edge_backends:WideNextafter", device: cpu}]
+pools: {cpu: {workers: 1}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_a_stack_wrong_at_the_dtype_is_blamed_not_eager_whom_float64_would_blame(tmp_path):
+    import ray
+
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(from_dict(load(WIDE, "t"), "t"), tmp_path / "run", progress=False).run()
+    finally:
+        ray.shutdown()
+    runs = load_run(tmp_path / "run").records(["backend", "probe", "status", "verdict"])
+    target = runs[runs["backend"] == "wide-nextafter@cpu"]
+    assert (target["status"] == "mismatch").any() and set(target["verdict"].dropna()) <= {"target-divergent", "agree",
+                                                                                         "no-reference"}, target
