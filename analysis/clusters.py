@@ -34,6 +34,7 @@ from .merge import merge
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
             Symptom.NUMERIC: 2, Symptom.GRAD_NONFINITE: 3, Symptom.GRAD: 2, Symptom.MISSING_ERROR: 3,
+            Symptom.STRICT: 1,
             Status.UNSUPPORTED: 1, Status.INVALID: 0}
 LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong answer", 2: str(Symptom.NUMERIC),
          1: str(Status.UNSUPPORTED), 0: str(Status.INVALID)}
@@ -223,6 +224,8 @@ def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str =
         return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
     out = pd.concat(parts, ignore_index=True)
     out["level"] = out["severity"].map(LEVEL).where(out["kind"] != Kind.BENIGN, str(Kind.BENIGN))
+    if "symptom" in out:  # a strict difference is a class of its own, below any past tolerance
+        out.loc[out["symptom"] == Symptom.STRICT, "level"] = str(Symptom.STRICT)
     out = out.reindex(columns=COLUMNS)
     out["vendor"] = out["vendor"].astype(bool)
     for c in LIST_COLUMNS:

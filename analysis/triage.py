@@ -83,6 +83,11 @@ def describe(row) -> str:
         at = f" at {row.first_div_op}" if _given(row.first_div_op) else ""
         raised = str(row.symptom).partition(": ")[2] or "an error"
         return f"missing check{at}: eager raises {raised}; this stack returns a result"
+    if row.symptom == Symptom.STRICT:
+        ops = getattr(row, "ops", None)
+        on = f" at {_items(ops)}" if ops is not None and len(ops) else ""
+        return (f"strict{on}: within tolerance, but bits that are exact by contract differ (a NaN's sign or "
+                f"payload, a zero's sign)")
     explanation = getattr(row, "explanation", None)
     if _given(explanation):
         ops = getattr(row, "ops", None)

@@ -111,6 +111,7 @@ class Symptom(StrEnum):
     GRAD_NONFINITE = "grad-nonfinite"  # training: the forward agrees, a gradient's NaN/Inf pattern does not
     GRAD = "grad"  # training: the forward outputs agree and a gradient's values do not (workers.training)
     MISSING_ERROR = "missing-error"  # eager raises on the input (a check of it); the target returns without a word
+    STRICT = "strict"  # within tolerance, but bits differ where they are exact by contract (NaN sign, signed zero)
 
 
 class Mode(StrEnum):

@@ -169,3 +169,44 @@ def test_a_stack_wrong_at_the_dtype_is_blamed_not_eager_whom_float64_would_blame
     target = runs[runs["backend"] == "wide-nextafter@cpu"]
     assert (target["status"] == "mismatch").any() and set(target["verdict"].dropna()) <= {"target-divergent", "agree",
                                                                                          "no-reference"}, target
+
+
+STRICT = """
+name: strict
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/flip/float32/0", "ops/exp/float32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets: [{class: "tests.edge_backends:CanonicalBits", device: cpu}]
+pools: {cpu: {workers: 1}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_bits_exact_by_contract_that_differ_within_tolerance_are_strict_and_ranked_below(tmp_path):
+    import ray
+
+    from analysis.api import load_run
+    from analysis.triage import describe
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        Driver(from_dict(load(STRICT, "t"), "t"), tmp_path / "run", progress=False).run()
+    finally:
+        ray.shutdown()
+    run = load_run(tmp_path / "run")
+    found = run.clusters()
+    shown = found[["cluster", "symptom", "level", "severity", "seed_ids", "probes"]]
+    assert list(found["symptom"]) == ["strict"] and list(found["level"]) == ["strict"], shown
+    row = next(found.itertuples())
+    assert row.severity == 1 and row.vendor and list(row.seed_ids) == ["ops/flip/float32/0"], shown  # exp: no contract
+    assert describe(row).startswith("strict at aten.flip.default: within tolerance"), describe(row)
+    records = run.records(["seed_id", "backend", "probe", "verdict"])
+    exp = records[(records["seed_id"] == "ops/exp/float32/0") & (records["backend"] == "canonical-bits@cpu")]
+    assert len(exp) and not (exp["verdict"] == "target-divergent").any()

@@ -26,6 +26,23 @@ from .compare import Tolerances, compare
 DTYPE_BOUND_OPS = ("aten.nextafter", "aten.frexp", "aten.view.dtype", "aten.ldexp")
 
 
+# Operators that move or select values, or only touch the sign bit: their results are exact by contract,
+# a NaN's sign and payload and a zero's sign included. A graph of these alone is also compared bit for bit:
+# a difference within tolerance there is ``strict`` (a class of its own, ranked below any past tolerance).
+BIT_EXACT_OPS = ("aten.clone", "aten.view", "aten._unsafe_view", "aten.reshape", "aten.permute", "aten.transpose",
+                 "aten.t", "aten.expand", "aten.slice", "aten.select", "aten.cat", "aten.stack", "aten.flip",
+                 "aten.roll", "aten.index", "aten.gather", "aten.index_select", "aten.where", "aten.abs", "aten.neg",
+                 "aten.copysign", "aten.squeeze", "aten.unsqueeze", "aten.split", "aten.split_with_sizes",
+                 "aten.unbind", "aten.narrow", "aten.repeat", "aten.alias", "aten.detach", "aten.take",
+                 "aten.masked_select", "aten.diagonal", "aten.movedim", "aten.unfold", "aten.as_strided")
+
+
+def bit_exact(ops) -> bool:
+    """Whether every operator of a graph holding ``ops`` is exact by contract (``BIT_EXACT_OPS``)."""
+    ops = [op for op in ops if op.startswith("aten.")]
+    return bool(ops) and all(any(op == b or op.startswith(b + ".") for b in BIT_EXACT_OPS) for op in ops)
+
+
 def dtype_bound(ops, extra: tuple = ()) -> bool:
     """Whether a graph holding ``ops`` (ATen names with overloads) is judged without the oracle."""
     bound = (*DTYPE_BOUND_OPS, *extra)

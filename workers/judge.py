@@ -10,6 +10,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+import torch
+
 from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
 from core.failures import status_of_error
 from results.schema import RunRecord
@@ -92,6 +94,18 @@ class RefusedProbe:
             o.verdict = Verdict.NO_REFERENCE
 
 
+def same_bits(out: list, ref: list) -> bool:
+    """Whether floating outputs hold the same bits (a NaN's sign and payload, a zero's sign) as the reference."""
+    for a, e in zip(out, ref):
+        if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and a.is_floating_point() and \
+                a.dtype == e.dtype and a.shape == e.shape and a.numel():
+            ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
+            if ints is not None and not torch.equal(a.detach().cpu().contiguous().view(ints),
+                                                    e.detach().cpu().contiguous().view(ints)):
+                return False
+    return True
+
+
 def exact(tolerances: Tolerances) -> Tolerances:
     """``tolerances`` with no tolerance at any dtype: a bitwise comparison (NaNs still equal NaNs)."""
     return dataclasses.replace(tolerances, tolerances={k: (0.0, 0.0) for k in tolerances.tolerances})
@@ -102,13 +116,14 @@ class Judge:
     semantics-preserving variant, break the tie when the fp64 oracle cannot."""
 
     def __init__(self, s: JudgeSettings, request: RunRequest, ref: list | None, oracle: list | None,
-                 seed_outputs: list | None, dtype_bound: bool = False):
+                 seed_outputs: list | None, dtype_bound: bool = False, strict: bool = False):
         self.s, self.kind, self.names = s, request.output_kind, request.output_names
         boxes = self.kind == "boxes" and s.detection_adapter
         self.canon = lambda out: None if out is None else (canonicalize(out, self.names) if boxes else out)
         self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
         self.dtype_bound = dtype_bound  # no oracle: a target apart from eager is blamed unless a consensus forms
         self.tol = exact(s.compare) if dtype_bound else s.compare  # one ulp is the whole answer there
+        self.strict = strict  # exact by contract: bits that differ within tolerance are a strict finding
 
     def __call__(self, o: RunRecord, outputs: list) -> None:
         if self.ref is None:
@@ -124,6 +139,8 @@ class Judge:
             self._metamorphic(o, out)
         if self.dtype_bound and o.verdict == Verdict.NO_ORACLE:
             o.verdict = Verdict.TARGET_DIVERGENT
+        if self.strict and o.verdict == Verdict.AGREE and not same_bits(out, self.ref):
+            o.update(verdict=Verdict.TARGET_DIVERGENT, symptom=Symptom.STRICT)
         if o.verdict in DIVERGENT:
             o.status, o.stage = Status.MISMATCH, Stage.COMPARE
 

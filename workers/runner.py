@@ -23,7 +23,7 @@ from results.schema import RunRecord
 from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
 from .attribution import attribute_findings
 from .compare import compare
-from .consensus import dtype_bound, find_consensus
+from .consensus import bit_exact, dtype_bound, find_consensus
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
@@ -74,6 +74,7 @@ class VariantJob:
         self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
         self.emulated: dict[str, dict] = {}  # probe -> each explanation hypothesis's emulation, measured
         self.dtype_bound = False  # a graph whose result is its dtype's representation: judged without the oracle
+        self.bit_exact = False  # a graph of operators exact by contract: a bitwise difference is strict
 
     def _load(self) -> None:
         if self.loaded:
@@ -94,6 +95,7 @@ class VariantJob:
         self.probes = reply["probes"]
         self.stack_probes = reply.get("stack_probes", {})
         self.dtype_bound = dtype_bound(reply.get("ops", ()), self.s.compare.dtype_bound_ops)
+        self.bit_exact = bit_exact(reply.get("ops", ()))
         self.loaded = True
 
     def probes_for(self, spec: BackendSpec) -> list[Probe]:
@@ -257,7 +259,8 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             continue
         judge = Judge(s, request, known.get((s.reference, probe.name)),
                       known.get((s.oracle, probe.name)) if s.oracle and not job.dtype_bound else None,
-                      seed_outputs if probe.kind == EXAMPLE else None, dtype_bound=job.dtype_bound)
+                      seed_outputs if probe.kind == EXAMPLE else None, dtype_bound=job.dtype_bound,
+                      strict=job.bit_exact)
         judged = [o for o in outcomes if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference]
         for o in judged:
             judge(o, job.outputs[(o.backend, probe.name)])
