@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from core.bugs import COMPLETED, Stage, Status, Verdict, bug_key
+from core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_key
 from core.ir import packed_outputs
 
 from .compare import compare
@@ -35,8 +35,10 @@ def _finding(o) -> str | None:
 
 
 def attributable(o, spec) -> bool:
+    """A finding of a stack whose passes can be told apart; a missing check has no reference outputs
+    to bisect against (eager raised)."""
     cls = spec.backend_cls()
-    return _finding(o) is not None and (o.compiler in TORCH_COMPILERS or bool(cls.unoptimised) or bool(cls.passes))
+    return _finding(o) is not None and o.symptom != Symptom.MISSING_ERROR and (o.compiler in TORCH_COMPILERS or bool(cls.unoptimised) or bool(cls.passes))
 
 
 def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:

@@ -286,7 +286,12 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                 if o.amplified:
                     o.verdict = Verdict.AMPLIFIED
     if s.bisect:
-        attribute_findings(job, outcomes, specs, known, s.reference, request.seed_id, s.ledger)
+        try:
+            attribute_findings(job, outcomes, specs, known, s.reference, request.seed_id, s.ledger)
+        except Exception as e:  # noqa: BLE001 - attribution names a culprit; its failure must not cost the records
+            for o in outcomes:
+                if o.status == Status.MISMATCH and not o.culprit:
+                    o.bisect_error = f"{type(e).__name__}: {str(e)[:300]}"
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
