@@ -16,7 +16,8 @@ BCE = "all elements of target should be between 0 and 1"
 
 
 def _ok(backend="inductor@cpu"):
-    return RunRecord(backend=backend, stack=backend.split("@")[0], status=Status.OK, **BLANK)
+    compiler = {"inductor": "inductor", "aot-eager": "aot_autograd"}.get(backend.split("@")[0])
+    return RunRecord(backend=backend, stack=backend.split("@")[0], status=Status.OK, compiler=compiler, **BLANK)
 
 
 @pytest.mark.parametrize("error_type, message, check", [
@@ -56,7 +57,10 @@ def test_the_key_is_the_operator_and_eagers_message_template():
     assert a["symptom"] == "missing-error: RuntimeError: all elements of target should be between <num> and <num>"
     assert bug_key(record("all elements of input should be between 0 and 1")) != a  # another check
     assert bug_key(record(BCE, "aten.nll_loss_forward.default")) != a  # another operator
-    assert bug_key(record(BCE, stack="onnxruntime")) != a
+    assert bug_key(record(BCE, stack="aot-eager")) != a
+    ort = _ok("onnxruntime@cpu")
+    RefusedProbe("RuntimeError", BCE).excuse(ort, "aten.binary_cross_entropy.default")
+    assert ort.status == Status.OK and ort.verdict == Verdict.NO_REFERENCE  # not asked to repeat eager's checks
     index = bug_key(record("index 7 is out of bounds for dimension 0 with size 5", "aten.index.Tensor"))
     assert index == bug_key(record("index 9 is out of bounds for dimension 0 with size 8", "aten.index.Tensor"))
 
