@@ -47,3 +47,17 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield
     ray.shutdown()
+
+
+def run_campaign(text: str, folder: Path, campaign_file: bool = False):
+    """Drive the campaign ``text`` into ``folder`` on the Ray already started (``local_ray``) and load the
+    run; with ``campaign_file``, write campaign.yaml beside the records as ``gapfuzz run`` does."""
+    from analysis.api import load_run
+    from core.strict_yaml import load
+    from fuzzer.campaign import from_dict
+    from fuzzer.driver import Driver
+
+    Driver(from_dict(load(text, "t"), "t"), folder, progress=False).run()
+    if campaign_file:
+        (Path(folder) / "campaign.yaml").write_text(text)
+    return load_run(folder)

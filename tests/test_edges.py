@@ -9,6 +9,7 @@ import torch
 
 from core.bugs import Status, Symptom, Verdict, bug_key
 from results.schema import RunRecord
+from tests.conftest import run_campaign
 from workers.judge import RefusedProbe
 
 BLANK = dict(campaign="", variant_id="", seed_id="", device="cpu")
@@ -93,22 +94,11 @@ run: {repeats: 1}
 
 
 @pytest.mark.ray
-def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_path):
+def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_path, local_ray):
     """Real: Inductor's binary_cross_entropy returns NaN for a NaN target; eager raises."""
-    import ray
-
-    from analysis.api import load_run
     from analysis.triage import describe
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(from_dict(load(CAMPAIGN, "t"), "t"), tmp_path / "run", progress=False).run()
-    finally:
-        ray.shutdown()
-    run = load_run(tmp_path / "run")
+    run = run_campaign(CAMPAIGN, tmp_path / "run", campaign_file=True)
     found = run.clusters()
     missing = found[found["symptom"].str.startswith("missing-error")]
     assert len(missing) >= 1, found[["cluster", "symptom", "first_div_op", "backends"]]
@@ -121,7 +111,6 @@ def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_p
         torch.rand(3), torch.tensor([0.5, float("nan"), 0.5]))).item()  # the stack's own behaviour, outside gapfuzz
     from fuzzer.repro import reproduce_cluster
 
-    (tmp_path / "run" / "campaign.yaml").write_text(CAMPAIGN)  # what `gapfuzz run` writes beside the records
     result = reproduce_cluster(tmp_path / "run", row.cluster, tmp_path / "repro", tries=2)
     code = (tmp_path / "repro" / "repro.py").read_text()
     assert result.status == "reproducible" and result.form == "torch.compile", result
@@ -156,20 +145,8 @@ run: {repeats: 1}
 
 
 @pytest.mark.ray
-def test_a_stack_wrong_at_the_dtype_is_blamed_not_eager_whom_float64_would_blame(tmp_path):
-    import ray
-
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(from_dict(load(WIDE, "t"), "t"), tmp_path / "run", progress=False).run()
-    finally:
-        ray.shutdown()
-    runs = load_run(tmp_path / "run").records(["backend", "probe", "status", "verdict"])
+def test_a_stack_wrong_at_the_dtype_is_blamed_not_eager_whom_float64_would_blame(tmp_path, local_ray):
+    runs = run_campaign(WIDE, tmp_path / "run").records(["backend", "probe", "status", "verdict"])
     target = runs[runs["backend"] == "wide-nextafter@cpu"]
     assert (target["status"] == "mismatch").any() and set(target["verdict"].dropna()) <= {"target-divergent", "agree",
                                                                                          "no-reference"}, target
@@ -190,21 +167,10 @@ run: {repeats: 1}
 
 
 @pytest.mark.ray
-def test_bits_exact_by_contract_that_differ_within_tolerance_are_strict_and_ranked_below(tmp_path):
-    import ray
-
-    from analysis.api import load_run
+def test_bits_exact_by_contract_that_differ_within_tolerance_are_strict_and_ranked_below(tmp_path, local_ray):
     from analysis.triage import describe
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(from_dict(load(STRICT, "t"), "t"), tmp_path / "run", progress=False).run()
-    finally:
-        ray.shutdown()
-    run = load_run(tmp_path / "run")
+    run = run_campaign(STRICT, tmp_path / "run", campaign_file=True)
     found = run.clusters()
     shown = found[["cluster", "symptom", "level", "severity", "seed_ids", "probes"]]
     assert list(found["symptom"]) == ["strict"] and list(found["level"]) == ["strict"], shown

@@ -19,6 +19,7 @@ from fuzzer.settings import VariantSettings
 from fuzzer.validate import evaluate
 from seeds import create_seed
 from seeds.capture import capture
+from tests.conftest import run_campaign
 from tests.integer_backends import narrow_chains
 
 SEEDS = {"int": "ops/amax/int16/0", "bool": "ops/logical_and/bool/0", "float": "ops/add/float32/0"}
@@ -124,23 +125,12 @@ run: {repeats: 1}
 
 
 @pytest.mark.ray
-def test_a_fault_an_int16_chain_reaches_is_found_with_the_defaults_and_unmutated_variants_are_skipped(tmp_path):
-    import ray
-
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(from_dict(load(CAMPAIGN, "t"), "t"), tmp_path / "run", progress=False).run()
-        floats = CAMPAIGN.replace('"ops/amax/int16/*", "ops/argmax/int16/*", "ops/amin/int8/*"', '"ops/add/float32/0"')
-        floats = floats.replace("mutations: 1}", "mutations: 1, mutators: [insert_integer]}")
-        Driver(from_dict(load(floats, "t"), "t"), tmp_path / "floats", progress=False).run()
-    finally:
-        ray.shutdown()
-    run = load_run(tmp_path / "run")
+def test_a_fault_an_int16_chain_reaches_is_found_with_the_defaults_and_unmutated_variants_are_skipped(tmp_path,
+                                                                                                       local_ray):
+    run = run_campaign(CAMPAIGN, tmp_path / "run")
+    floats = CAMPAIGN.replace('"ops/amax/int16/*", "ops/argmax/int16/*", "ops/amin/int8/*"', '"ops/add/float32/0"')
+    floats = run_campaign(floats.replace("mutations: 1}", "mutations: 1, mutators: [insert_integer]}"),
+                          tmp_path / "floats")
     found = run.clusters()
     shown = found[["cluster", "kind", "template", "backends", "count"]]
     assert len(found) >= 1 and all(b == ["narrow-promotion@cpu"] for b in found["backends"]), shown
@@ -148,8 +138,7 @@ def test_a_fault_an_int16_chain_reaches_is_found_with_the_defaults_and_unmutated
     records = run.records(["variant_id", "backend", "status", "stage"])
     clean = records[records["backend"] == "narrow-clean@cpu"]
     assert len(clean) and (clean["status"] == "ok").all()
-    skipped = load_run(tmp_path / "floats").records(["variant_id", "backend", "status", "stage", "seed_id",
-                                                     "mutations"])
+    skipped = floats.records(["variant_id", "backend", "status", "stage", "seed_id", "mutations"])
     mutated = skipped[~skipped["variant_id"].str.endswith("#0")]
     backends = skipped.loc[skipped["variant_id"].str.endswith("#0"), "backend"].nunique()  # the seed itself ran
     assert mutated["variant_id"].nunique() == 3 and len(mutated) == 3 * backends and backends >= 3

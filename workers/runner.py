@@ -156,11 +156,11 @@ class VariantJob:
         if found is not None:
             o.explanation, o.explain_ratio = str(found[0]), found[1]
 
-    def numpy_answer(self, probe: Probe) -> list | None:
-        """numpy's outputs on a probe of a one-operator graph (``workers.consensus``); None when it has none."""
+    def _ask(self, method, probe: Probe):
+        """``method``'s answer (an ``Executor`` method of the variant and a probe); None when it fails."""
         try:
             self._load()
-            reply = self.sb.request(Executor.numpy_answer, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
+            reply = self.sb.request(method, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
         except RemoteError:
             return None
         if isinstance(reply, Fault):
@@ -168,17 +168,13 @@ class VariantJob:
             return None
         return reply
 
+    def numpy_answer(self, probe: Probe) -> list | None:
+        """numpy's outputs on a probe of a one-operator graph (``workers.consensus``); None when it has none."""
+        return self._ask(Executor.numpy_answer, probe)
+
     def raising_op(self, probe: Probe) -> str | None:
         """The operator whose eager run raises on a probe the reference refused; None when unknown."""
-        try:
-            self._load()
-            reply = self.sb.request(Executor.raising_op, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
-        except RemoteError:
-            return None
-        if isinstance(reply, Fault):
-            self.loaded = False
-            return None
-        return reply
+        return self._ask(Executor.raising_op, probe)
 
     def run(self, spec: BackendSpec) -> list[RunRecord]:
         """One outcome per probe (the example's first), or the one failure that stopped the backend."""
