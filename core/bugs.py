@@ -159,6 +159,9 @@ BENIGN = (Explanation.REDUCTION_ORDER, Explanation.ILL_CONDITIONED, Explanation.
 DEFAULT_REFERENCE = "eager@cpu"  # a campaign's reference and oracle when it names none
 DEFAULT_ORACLE = "eager-fp64@cpu"
 EXAMPLE_PROBE = "example"  # the probe that feeds a variant its capture's own inputs (workers.probes)
+# edge probes at the overflow boundary (workers.probes.EDGES): any error there can cross into inf, so a
+# NaN/Inf divergence on one is keyed as the numeric divergence it is (one defect, one cluster)
+OVERFLOW_EDGES = ("max", "sqrt-max", "log-max")
 
 FAILED = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR, Status.UNSUPPORTED, Status.INVALID)
 COMPLETED = (Status.OK, Status.MISMATCH)
@@ -172,7 +175,7 @@ FAILURE_FIELDS = ("stack_device", "status", "stage", "error_type", "failing_op",
 DIVERGENCE_FIELDS = ("stack_device", "verdict", "symptom", "first_div_op", "output_dtype", "explanation", "culprit")
 KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "message", "cause", "verdict",
                "symptom", "first_div_op", "output_dtype", "explanation", "tol_ratio", "task_agree",
-               "culprit", "node_symptom", "dtype_specific")  # what a key reads
+               "culprit", "node_symptom", "dtype_specific", "probe")  # what a key reads
 MISSING = "-"
 INPUT = "input:"  # a first divergent "op" that is a graph input the stack received wrong (input:<layout>)
 
@@ -285,6 +288,8 @@ def bug_keys(table: pa.Table) -> pa.Table:
     at_node = pc.if_else(pc.and_(located, pc.invert(among(own, GRADIENT_SYMPTOMS))), text(col("node_symptom")), MISSING)
     symptom = pc.if_else(pc.not_equal(at_node, MISSING), at_node,
                          pc.if_else(pc.and_(pc.equal(own, MISSING), task), str(Symptom.TASK), own))
+    at_overflow = pc.fill_null(among(col("probe"), [f"edge:{e}" for e in OVERFLOW_EDGES]), False)
+    symptom = pc.if_else(pc.and_(at_overflow, pc.equal(symptom, str(Symptom.NONFINITE))), str(Symptom.NUMERIC), symptom)
     missing_check = pc.equal(symptom, str(Symptom.MISSING_ERROR))  # which check: the reference's message
     symptom = pc.if_else(missing_check, pc.binary_join_element_wise(symptom, text(tpl), ": "), symptom)
     dtype = pc.if_else(pc.fill_null(col("dtype_specific", pa.bool_()), False), text(col("output_dtype")), MISSING)

@@ -180,3 +180,15 @@ def test_bits_exact_by_contract_that_differ_within_tolerance_are_strict_and_rank
     records = run.records(["seed_id", "backend", "probe", "verdict"])
     exp = records[(records["seed_id"] == "ops/exp/float32/0") & (records["backend"] == "canonical-bits@cpu")]
     assert len(exp) and not (exp["verdict"] == "target-divergent").any()
+
+
+def test_a_nan_or_inf_divergence_at_the_overflow_edge_is_keyed_as_the_numeric_one_it_is():
+    """One defect, one cluster: an error near the largest finite value crosses into inf."""
+    def record(symptom, probe):
+        return dict(backend="inductor@cpu", stack="inductor", device="cpu", status="mismatch", stage="compare",
+                    verdict="target-divergent", symptom=symptom, probe=probe, output_dtype="float32")
+
+    numeric = bug_key(record("numeric", "example"))
+    assert bug_key(record("nonfinite", "edge:max")) == numeric == bug_key(record("nonfinite", "edge:log-max"))
+    assert bug_key(record("nonfinite", "special:nan:single")) != numeric  # a NaN fed in: its own pattern
+    assert bug_key(record("nonfinite", "edge:nan-sign")) != numeric

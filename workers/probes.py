@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from core.bugs import EXAMPLE_PROBE, Status
+from core.bugs import EXAMPLE_PROBE, OVERFLOW_EDGES, Status
 from core.seeding import stable_int
 
 aten = torch.ops.aten
@@ -55,7 +55,7 @@ LAYOUTS = ("channels-last", "transposed", "strided")
 # neighbours (a product or an exp crosses into inf there), the smallest normal, the largest and smallest
 # subnormal, a NaN with its sign bit set, a signaling NaN; for the division family, quotients that are
 # integers and quotients one ulp off one (floor division and remainder computed as floor(a / b))
-EDGES = ("max", "sqrt-max", "log-max", "tiny", "nan-sign", "snan")
+EDGES = (*OVERFLOW_EDGES, "tiny", "nan-sign", "snan")
 QUOTIENTS = ("quotient", "quotient-ulp")
 EDGE_MAX_NODES = 8  # a graph with more calls reaches its operators through others: edges mean little there
 _DIVISIONS = {"div", "floor_divide", "remainder", "fmod", "true_divide", "divide"}
