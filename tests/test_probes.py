@@ -295,8 +295,11 @@ def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near
         assert all(p.startswith("layout:") for p in probes(backend, "mm", "mismatch") + probes(backend, "exp",
                                                                                                  "mismatch"))
     assert probes("strides-compiled@cpu", "mm", "mismatch") == ["layout:transposed"]
-    assert probes("near-ties@cpu", "floor_divide", "mismatch") in (["relation:ulp"], ["relation:ulp-flipped"])
-    assert len(probes("near-ties@cpu", "floor_divide", "ok")) == 8 + 4  # the example, seven value probes, 4 relations
+    near = probes("near-ties@cpu", "floor_divide", "mismatch")  # a one-ulp relation, and the quotient edges
+    assert [p for p in near if p.startswith("relation:")] in (["relation:ulp"], ["relation:ulp-flipped"]), near
+    assert "edge:quotient-ulp" in near and all(p.startswith(("relation:", "edge:")) for p in near), near
+    edges = [p for p in probes("eager@cpu", "floor_divide") if p.startswith("edge:")]
+    assert len(edges) == 8 and len(probes("near-ties@cpu", "floor_divide", "ok")) + len(near) == 8 + 5 + len(edges)
     assert sum(p.startswith("relation:") for p in probes("eager@cpu", "floor_divide")) == 5
     flipped = probes("gt-as-ge@cpu", "gt", "mismatch")  # equal inputs: the relation probes (and ties)
     assert "relation:equal" in flipped and EXAMPLE not in flipped and not probes("gt-as-ge@cpu", "mm", "mismatch")
