@@ -131,15 +131,12 @@ class Generator:
         if not self.meant_to_mutate(index) or not self.mutators:
             return recipe, current
         rng = random.Random(rng_seed)
-        for _ in range(self.gen.mutations):
+        for k in range(self.gen.mutations + EXTRA_ROUNDS):
+            if k >= self.gen.mutations and recipe.mutations:
+                break  # the extra rounds are for a variant still carrying none, until one lands
             current, step = self.mutate_once(current, rng)
             if step is not None:
                 recipe.mutations.append(step)
-        for _ in range(EXTRA_ROUNDS if not recipe.mutations else 0):
-            current, step = self.mutate_once(current, rng)
-            if step is not None:
-                recipe.mutations.append(step)
-                break
         return recipe, current
 
 

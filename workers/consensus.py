@@ -37,16 +37,20 @@ BIT_EXACT_OPS = ("aten.clone", "aten.view", "aten._unsafe_view", "aten.reshape",
                  "aten.masked_select", "aten.diagonal", "aten.movedim", "aten.unfold", "aten.as_strided")
 
 
+def _named(op: str, names) -> bool:
+    """Whether ATen operator ``op`` (with its overload) is one of ``names`` (packets or overloads)."""
+    return any(op == n or op.startswith(n + ".") for n in names)
+
+
 def bit_exact(ops) -> bool:
     """Whether every operator of a graph holding ``ops`` is exact by contract (``BIT_EXACT_OPS``)."""
     ops = [op for op in ops if op.startswith("aten.")]
-    return bool(ops) and all(any(op == b or op.startswith(b + ".") for b in BIT_EXACT_OPS) for op in ops)
+    return bool(ops) and all(_named(op, BIT_EXACT_OPS) for op in ops)
 
 
 def dtype_bound(ops, extra: tuple = ()) -> bool:
     """Whether a graph holding ``ops`` (ATen names with overloads) is judged without the oracle."""
-    bound = (*DTYPE_BOUND_OPS, *extra)
-    return any(op == b or op.startswith(b + ".") for op in ops for b in bound)
+    return any(_named(op, (*DTYPE_BOUND_OPS, *extra)) for op in ops)
 
 
 NUMPY = {  # ATen operator (its packet) -> the numpy function that computes it, argument for argument

@@ -122,8 +122,9 @@ class Judge:
         self.s, self.kind, self.names = s, request.output_kind, request.output_names
         boxes = self.kind == "boxes" and s.detection_adapter
         self.canon = lambda out: None if out is None else (canonicalize(out, self.names) if boxes else out)
-        self.ref, self.oracle, self.seed = self.canon(ref), self.canon(oracle), self.canon(seed_outputs)
-        self.dtype_bound = dtype_bound  # no oracle: a target apart from eager is blamed unless a consensus forms
+        self.ref, self.seed = self.canon(ref), self.canon(seed_outputs)
+        self.oracle = None if dtype_bound else self.canon(oracle)  # float64 answers another question there
+        self.dtype_bound = dtype_bound  # a target apart from eager is blamed unless a consensus forms
         self.tol = exact(s.compare) if dtype_bound else s.compare  # one ulp is the whole answer there
         self.strict = strict  # exact by contract: bits that differ within tolerance are a strict finding
 

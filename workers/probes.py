@@ -210,10 +210,15 @@ def one_layout(inputs: tuple) -> str:
     return "channels-last" if 4 in dims else "transposed" if any(d >= 2 for d in dims) else "strided"
 
 
+def _aten_ops(gm: fx.GraphModule) -> set[str]:
+    """The ATen operators the graph calls, by name without overload (``conv2d``, ``floor_divide``)."""
+    names = (str(n.target).split(".") for n in gm.graph.nodes if n.op == "call_function")
+    return {parts[1] for parts in names if len(parts) >= 2 and parts[0] == "aten"}
+
+
 def _contracts(gm: fx.GraphModule) -> bool:
     """Whether the graph holds a convolution or a matmul, whose kernels a layout changes."""
-    names = (str(n.target).split(".") for n in gm.graph.nodes if n.op == "call_function")
-    return any(len(parts) >= 2 and parts[0] == "aten" and parts[1] in _CONTRACTIONS for parts in names)
+    return bool(_aten_ops(gm) & _CONTRACTIONS)
 
 
 def related_group(inputs: tuple, input_roles: list[str]) -> list[int]:
@@ -358,8 +363,8 @@ def _edged(gm: fx.GraphModule, inputs: tuple) -> bool:
 
 
 def _divides(gm: fx.GraphModule) -> bool:
-    names = (str(n.target).split(".") for n in gm.graph.nodes if n.op == "call_function")
-    return any(len(parts) >= 2 and parts[1] in _DIVISIONS for parts in names)
+    """Whether the graph holds an operator of the division family (quotient edges apply)."""
+    return bool(_aten_ops(gm) & _DIVISIONS)
 
 
 def _around(x: float, dtype: torch.dtype, shape, g: torch.Generator) -> torch.Tensor:

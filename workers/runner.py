@@ -254,7 +254,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                 refused.excuse(o, op, target=o.backend != s.oracle)
             continue
         judge = Judge(s, request, known.get((s.reference, probe.name)),
-                      known.get((s.oracle, probe.name)) if s.oracle and not job.dtype_bound else None,
+                      known.get((s.oracle, probe.name)) if s.oracle else None,
                       seed_outputs if probe.kind == EXAMPLE else None, dtype_bound=job.dtype_bound,
                       strict=job.bit_exact)
         judged = [o for o in outcomes if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference]

@@ -46,6 +46,11 @@ class Script:
         return self.text.count("\n")
 
 
+def compares(case: Case) -> bool:
+    """Whether the reproducer compares outputs with eager's (not a failure, nor a check eager makes)."""
+    return not _is_failure(case) and case.check != "raises"
+
+
 def check_of(record: dict, symptom: str) -> str:
     if str(symptom).startswith(Symptom.MISSING_ERROR):
         return "raises"  # eager checks the input and raises; the stack returns
@@ -84,7 +89,8 @@ def dropped_check(eager: str | None, target: str, case: Case) -> list[str]:
     said = (case.record.get("message") or "").splitlines()[0][:200]
     lines = [f"# PyTorch eager raises here: {said}"]
     if eager:
-        lines += ["try:", f"    {eager}", "except Exception as e:", '    print(f"eager raises {type(e).__name__}: {e}")',
+        lines += ["try:", f"    {eager}", "except Exception as e:",
+                  '    print(f"eager raises {type(e).__name__}: {e}")',
                   "else:", '    print("eager no longer raises on these inputs: not the bug")', "    sys.exit(3)"]
     return lines + ["try:", f"    result = {target}", "except Exception as e:",
                     '    print(f"the stack raises too ({type(e).__name__}: {e}): the bug is not present")',
@@ -93,7 +99,7 @@ def dropped_check(eager: str | None, target: str, case: Case) -> list[str]:
 
 def index_only(case: Case) -> bool:
     """A divergence whose outputs are all indices (argmax, a sort's order, max's indices)."""
-    if _is_failure(case) or case.check == "raises":
+    if not compares(case):
         return False
     out = next(n for n in case.v.gm.graph.nodes if n.op == "output").args[0]
     for a in torch.utils._pytree.tree_leaves(out):

@@ -14,7 +14,8 @@ from workers.backends.openvino import compile_config
 from .literals import inlinable, needs_nan_names, numpy_literal
 from .onnx_code import helper_source
 from .torch_code import function_source
-from .case import Case, Script, _args_block, _compare_lines, _doc, _expected, _is_failure, _raises, dropped_check
+from .case import (Case, Script, _args_block, _compare_lines, _doc, _expected, _is_failure, _raises, compares,
+                   dropped_check)
 
 
 def _onnx_model(case: Case, options: dict):
@@ -47,7 +48,7 @@ def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, ru
     compile_only = _is_failure(case) and case.record.get("stage") in ("convert", "compile") and prepare
     feed = exp = ""
     if not compile_only:
-        expected = [] if _is_failure(case) or case.check == "raises" else _expected(case)
+        expected = _expected(case) if compares(case) else []
         if not all(inlinable(t) and t.dtype != torch.bfloat16 for t in [*case.v.inputs, *expected]):
             return []  # the torch-based forms generate large inputs; numpy (no bfloat16) scripts carry literals
         feed = _feed(model, case)[0]
@@ -124,10 +125,10 @@ def _torch_module_form(case: Case, form: str, plain: bool, needs: str, imports: 
     except TypeError:
         return None
     args = _args_block(case.v, weights, split=True)
-    expected = [] if _is_failure(case) or case.check == "raises" else _expected(case)
+    expected = _expected(case) if compares(case) else []
     if args is None or any(t.dtype == torch.bfloat16 for t in expected) or (not _is_failure(case) and not call):
         return None
-    exp = "" if _is_failure(case) or case.check == "raises" else \
+    exp = "" if not compares(case) else \
         "expected = [" + ", ".join(numpy_literal(to_numpy(t)) for t in expected) + "]  # PyTorch eager" if \
         all(inlinable(t) for t in expected) and "special(" not in args else \
         "expected = [t.numpy() for t in torch.utils._pytree.tree_leaves(f(*inputs, *weights))]  # PyTorch eager"

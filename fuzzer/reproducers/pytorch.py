@@ -7,7 +7,7 @@ import torch
 
 from core.bugs import Mode
 
-from .case import Case, Script, _args_block, _doc, _is_failure, _raises, dropped_check, index_only
+from .case import Case, Script, _args_block, _doc, _is_failure, _raises, compares, dropped_check, index_only
 from .literals import needs_nan_names
 from .torch_code import function_source
 
@@ -35,7 +35,7 @@ def torch_compile(case: Case) -> list[Script]:
         training = case.v.mode == Mode.TRAINING
         lines = [_doc(case, f"torch {torch.__version__.split('+')[0]}"), "import sys",
                  *(["from math import inf, nan"] if needs_nan_names(args) else []), "", "import torch",
-                 *([] if _is_failure(case) or case.check == "raises" else ["from torch._dynamo.utils import same"]),
+                 *(["from torch._dynamo.utils import same"] if compares(case) else []),
                  "", "", fn, "", "", args]
         random = any(getattr(n.target, "_nondeterministic_seeded", False) for n in case.v.gm.graph.nodes)
         if random:
