@@ -9,7 +9,7 @@ from results.store import ResultsError
 from core.bugs import Mode, Status
 from seeds import list_seeds
 from seeds.registry import source_of
-from seeds.sizes import SizedId, choose
+from seeds.sizes import SizedId, choose, choose_along, width_order
 
 from .campaign import Campaign, CampaignError
 from .recipe import variant_id
@@ -62,10 +62,12 @@ def _ran_in_catalog(c: Campaign, i: int, sel, ids: list[str]) -> list[str]:
 
 
 def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
-    """Each seed followed by the sizes and widths it is rebuilt at (``seeds.sizes``): ``sizes.per_seed``
-    of the sizes and ``sizes.widths`` of the widths its source can rebuild it at, one from each band,
-    drawn with the campaign seed."""
+    """Each seed followed by the seeds it is rebuilt at (``seeds.sizes``): ``sizes.per_seed`` of the sizes
+    its source can rebuild it at (one from each band, drawn with the campaign seed), as many along the
+    dimension its operator works along (``choose_along``: the largest size among them), and
+    ``sizes.widths`` widths, handed out in ``width_order`` over the campaign's seeds of each source."""
     out: list[str] = []
+    order, handed = width_order(c.sizes.width_values), {}  # widths handed out so far, per source
     for sid in seed_ids:
         out.append(sid)
         if SizedId.parse(sid).rebuilt:
@@ -74,9 +76,14 @@ def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
         if c.sizes.per_seed:
             points = source.size_points(sid, list(c.sizes.values))
             out += [str(SizedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
-        if c.sizes.widths:
-            points = source.width_points(sid, list(c.sizes.width_values))
-            out += [str(SizedId(sid, width=n)) for n in choose(points, c.sizes.widths, f"{c.seed}/{sid}/width")]
+            points = source.along_points(sid, list(c.sizes.values))
+            out += [str(SizedId(sid, along=n)) for n in choose_along(points, c.sizes.per_seed, f"{c.seed}/{sid}/d")]
+        points = set(source.width_points(sid, list(c.sizes.width_values))) if c.sizes.widths else set()
+        if points:
+            start = handed.get(source.name, 0)
+            taken = [k for k in range(start, start + len(order)) if order[k % len(order)] in points][: c.sizes.widths]
+            handed[source.name] = taken[-1] + 1
+            out += [str(SizedId(sid, width=order[k % len(order)])) for k in taken]
     return out
 
 

@@ -28,6 +28,11 @@ class SeedSource:
         along a dimension, for sources whose size is one."""
         return []
 
+    def along_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
+        """The lengths ``seed_id`` can be rebuilt at along the dimension its operator works along, as
+        ``<id>@d<n>``, when that is not the one ``size_points`` changes; none unless the source has one."""
+        return []
+
     def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
         """The widths ``seed_id`` can be rebuilt at, as ``<id>@w<n>``, out of the campaign's ``widths``;
         none unless the source can change a width."""
@@ -90,13 +95,13 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
 
 
 def create_seed(seed_id: str) -> BuiltSeed:
-    """The built seed; one rebuilt at a size or width (``<id>@<n>``, ``<id>@w<n>``) is run once in eager
+    """The built seed; one rebuilt at a size or width (``<id>@<n>``, ``<id>@w<n>``, ``<id>@d<n>``) is run once in eager
     first, so a size its layers do not fit is a ``SizeError`` (skipped), never a capture failure."""
     built = source_of(seed_id).build(seed_id)
     sized = SizedId.parse(seed_id)
     if not sized.rebuilt:
         return built
-    return check_runs(built, sized.size if sized.width is None else f"width {sized.width}")
+    return check_runs(built, sized.shown)
 
 
 def width_params(seed_id: str) -> int | None:

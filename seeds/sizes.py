@@ -10,11 +10,19 @@ side; transformers: the sequence length); ``SeedSource.size_points`` says which 
 be rebuilt at. A seed that cannot be rebuilt at a size it was asked for raises ``SizeError``, which
 the campaign records as skipped, not as a failure of any stack.
 
+A kernel goes wrong past a block length along the dimension it reduces, scans or normalises, which
+is often not the main one (``sum(x, dim=0)``, a softmax over rows, the contraction of ``addmm``):
+``<id>@d<n>`` rebuilds a seed with that dimension at ``n`` (``SeedSource.along_points`` says which
+seeds have one). Its draw always holds the largest size (4097 by default: past every block length).
+
 Widths are where kernels meet tiles, vector limits, split reductions and workspaces: hidden sizes
 and channel counts past 1024 and 4096, which tiny seeds never reach. ``SeedSource.width_points``
 says which widths a seed takes (transformers: the hidden size, one layer; timm and torchvision: the
 features before the classifier, channels scaled, few blocks; operators: the second-to-last
-dimension); the parameter cap still applies and its refusal says so.
+dimension, and the contraction of a matrix product); the parameter cap still applies and its refusal
+says so. Widths are handed out over a campaign in ``width_order``: the first seed of a source takes a
+tail past 2048 (2050), the next its multiple (2048), and so on, so one width per seed reaches the
+tails of a wide matrix product's reduction even in a campaign of one seed.
 """
 from __future__ import annotations
 
@@ -41,6 +49,8 @@ PATCH_GRID_SIDES = (32, 48, 64, 96, 128, 192, 256)
 # two, and two more (a tail after the last full tile or vector; even, so rotary embeddings fit).
 WIDTHS = (768, 1024, 1026, 2048, 2050, 4096, 4098)
 WIDTH_MARK = "w"
+ALONG_MARK = "d"  # the dimension the operator works along
+TILE = 64  # a width that is not a multiple of this leaves a tail after the last full tile
 
 
 class SizeError(SeedError):
@@ -49,31 +59,44 @@ class SizeError(SeedError):
 
 @dataclass(frozen=True)
 class SizedId:
-    """A seed id split into its base and the size (``@<n>``) or width (``@w<n>``) it is rebuilt at."""
+    """A seed id split into its base and the size (``@<n>``), width (``@w<n>``) or length along the
+    operator's own dimension (``@d<n>``) it is rebuilt at."""
 
     base: str
     size: int | None = None
     width: int | None = None
+    along: int | None = None
 
     @classmethod
     def parse(cls, seed_id: str) -> SizedId:
         base, mark, size = seed_id.rpartition(MARK)
         if not mark:
             return cls(seed_id)
-        wide = size.startswith(WIDTH_MARK)
-        number = size[1:] if wide else size
+        kind = size[:1] if size[:1] in (WIDTH_MARK, ALONG_MARK) else ""
+        number = size[len(kind):]
         if not (number.isascii() and number.isdigit()):
-            raise SeedError(f"seed id {seed_id!r}: after {MARK!r} comes a size (a whole number) or a width "
-                            f"({WIDTH_MARK!r} and a whole number)")
-        return cls(base, width=int(number)) if wide else cls(base, int(number))
+            raise SeedError(f"seed id {seed_id!r}: after {MARK!r} comes a size (a whole number), a width "
+                            f"({WIDTH_MARK!r} and a whole number) or a size along the operator's dimension "
+                            f"({ALONG_MARK!r} and a whole number)")
+        n = int(number)
+        return cls(base, width=n) if kind == WIDTH_MARK else cls(base, along=n) if kind == ALONG_MARK else cls(base, n)
 
     @property
     def rebuilt(self) -> bool:
-        return self.size is not None or self.width is not None
+        return self.size is not None or self.width is not None or self.along is not None
+
+    @property
+    def shown(self) -> str:
+        """What it is rebuilt at, in words (``size 1025``, ``width 2048``)."""
+        if self.width is not None:
+            return f"width {self.width}"
+        return f"size {self.along} along the operator's dimension" if self.along is not None else f"size {self.size}"
 
     def __str__(self) -> str:
         if self.width is not None:
             return f"{self.base}{MARK}{WIDTH_MARK}{self.width}"
+        if self.along is not None:
+            return f"{self.base}{MARK}{ALONG_MARK}{self.along}"
         return self.base if self.size is None else f"{self.base}{MARK}{self.size}"
 
 
@@ -92,9 +115,29 @@ def choose(points: list[int] | tuple[int, ...], count: int, key: str) -> list[in
     return chosen
 
 
-def check_runs(built, size: int | str):
-    """The built seed, after one eager forward at its new size; ``SizeError`` if that fails
-    (a model whose layers do not fit the size is not a finding of any stack)."""
+def choose_along(points: list[int] | tuple[int, ...], count: int, key: str) -> list[int]:
+    """``count`` sizes along an operator's own dimension: the largest of ``points`` (past every block
+    length), then ``count - 1`` drawn in bands of the rest (``choose``)."""
+    points = sorted(set(points))
+    if count <= 0 or not points:
+        return []
+    return choose(points[:-1], count - 1, key) + [points[-1]]
+
+
+def width_order(widths: list[int] | tuple[int, ...]) -> list[int]:
+    """The order a campaign hands widths out in: each tail past 2048 (not a multiple of ``TILE``)
+    followed by its multiple, smallest first; then the other tails with theirs, largest first; then
+    the rest, largest first (2050, 2048, 4098, 4096, 1026, 1024, 768 for ``WIDTHS``)."""
+    left, order = sorted(set(widths)), []
+    tails = [w for w in left if w % TILE]
+    for t in [w for w in tails if w > 2048] + sorted((w for w in tails if w <= 2048), reverse=True):
+        order += [w for w in (t, t - t % TILE) if w in left and w not in order]
+    return order + sorted((w for w in left if w not in order), reverse=True)
+
+
+def check_runs(built, shown: str):
+    """The built seed, after one eager forward at its new size (``shown``: ``SizedId.shown``);
+    ``SizeError`` if that fails (a model whose layers do not fit the size is not a finding of any stack)."""
     import torch
 
     try:
@@ -102,6 +145,5 @@ def check_runs(built, size: int | str):
             built.model(*built.args, **built.kwargs)
     except Exception as e:  # noqa: BLE001 - any failure means: not at this size
         first = (str(e).strip().splitlines() or [""])[0][:200]
-        shown = size if isinstance(size, str) else f"size {size}"
         raise SizeError(f"{built.info.id}: does not run at {shown}: {type(e).__name__}: {first}") from e
     return built

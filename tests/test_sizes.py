@@ -8,7 +8,7 @@ from fuzzer.campaign import CampaignError, from_dict
 from fuzzer.plan import plan, select_seeds, with_sizes
 from seeds import create_seed
 from seeds.sizes import DIMENSION_SIZES, SizedId, SizeError, choose
-from seeds.sources.ops import resize
+from seeds.sources.op_sizes import resize
 from torch.testing._internal.opinfo.core import SampleInput
 
 BASE = {"backends": {"targets": ["inductor@cpu"]}}
@@ -18,6 +18,8 @@ def test_a_sized_id_reads_back_and_refuses_a_size_that_is_no_number():
     assert SizedId.parse("ops/sum/float32/0@1025") == SizedId("ops/sum/float32/0", 1025)
     assert str(SizedId("timm/test_vit", 48)) == "timm/test_vit@48"
     assert SizedId.parse("timm/test_vit").size is None
+    along = SizedId.parse("ops/softmax/float32/1@d4097")
+    assert along == SizedId("ops/softmax/float32/1", along=4097) and str(along) == "ops/softmax/float32/1@d4097"
     with pytest.raises(Exception, match="whole number"):
         SizedId.parse("timm/test_vit@big")
 
@@ -68,7 +70,8 @@ def test_a_campaign_plans_its_sizes_as_seeds_of_their_own_with_fewer_variants():
     assert all(SizedId.parse(i).size is not None for i in ids[1:3] + ids[4:])
     counts = {w.seed_id: len(w.indices) for w in plan(c, ids, set())}
     assert counts["ops/sum/float32/0"] == 3 and counts[ids[1]] == 1
-    off = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_vit"]}], "sizes": {"per_seed": 0, "widths": 0}})
+    off = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_vit"]}],
+                     "sizes": {"per_seed": 0, "widths": 0}})
     assert with_sizes(off, select_seeds(off)) == ["timm/test_vit"]
 
 
@@ -81,8 +84,21 @@ def test_a_campaign_plans_widths_as_seeds_of_their_own_past_1024():
     wide = {i: SizedId.parse(i) for i in ids if SizedId.parse(i).width is not None}
     assert {w.base for w in wide.values()} == {"ops/mm/float32/0", "timm/test_vit", "hf/llama/causal-lm"}
     assert all(len([w for w in wide.values() if w.base == b]) == 2 for b in ("timm/test_vit", "hf/llama/causal-lm"))
-    assert max(w.width for w in wide.values()) > 1024  # one of two bands holds the widths past 2048
+    # handed out per source in width_order: a tail past 2048 and its multiple first
+    assert [w.width for w in wide.values() if w.base == "timm/test_vit"] == [2050, 2048]
+    assert [w.width for w in wide.values() if w.base == "ops/mm/float32/0"] == [2050, 2048]
     assert with_sizes(c, select_seeds(c)) == ids  # the same draw every time
+
+
+def test_widths_are_handed_out_over_a_campaign_a_tail_past_2048_first():
+    from seeds.sizes import WIDTHS, width_order
+
+    assert width_order(WIDTHS) == [2050, 2048, 4098, 4096, 1026, 1024, 768]
+    assert width_order([768, 1000, 3000, 4096]) == [3000, 1000, 4096, 768]  # a tail without its multiple listed
+    c = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_resnet", "test_vit", "test_convnext"]}],
+                   "sizes": {"per_seed": 0}})  # one width per seed, as by default
+    widths = [SizedId.parse(i).width for i in with_sizes(c, select_seeds(c)) if SizedId.parse(i).width]
+    assert widths == [2050, 2048, 4098]  # the first seed takes a tail past 2048 even alone
 
 
 @pytest.mark.parametrize("seed_id, width", [("hf/llama/causal-lm@w1026", 1026), ("timm/test_vit@w2048", 2048),
@@ -102,8 +118,8 @@ def test_layer_norm_is_rebuilt_at_a_size_and_a_width_with_its_normalised_shape()
 
     sized = create_seed("ops/nn.functional.layer_norm/float32/1@4098")
     assert all(t.shape[-1] == 4098 for t in sized.args)
-    wide = create_seed("ops/mm/float32/0@w2048")
-    assert wide.args[0].shape[0] == 2048 and wide.args[1].shape[1] == 2048
+    wide = create_seed("ops/mm/float32/0@w2048")  # its rows and its contraction: rows shrunk to fit the cap
+    assert wide.args[0].shape[1] == wide.args[1].shape[0] == 2048 and wide.args[0].shape[0] == 512
 
 
 def test_a_width_past_the_parameter_cap_is_refused_saying_so():

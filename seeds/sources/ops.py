@@ -6,7 +6,12 @@ when the OpInfo has a variant (``ops/nn.functional.interpolate.bilinear/float32/
 hold no ``/`` and the joined names are checked to be unique. ``<dtype>`` is the torch dtype without
 ``torch.`` (``float16``, ``int64``, ``bool``, ``complex64``). ``<sample>`` is the sample's position in
 ``op.sample_inputs("cpu", dtype)`` after seeding torch's and Python's RNGs with
-``stable_int("ops/<op>/<dtype>")``, so an id means the same inputs for one torch version.
+``stable_int("ops/<op>/<dtype>")``, so an id means the same inputs for one torch version. For an
+operator whose output shape depends on values (``data_dependent``: nonzero, argwhere, masked_select,
+unique, ...), the samples with a tensor of rank 2 or more that is not all zeros come first, each
+group in the generator's order: the order of its result over several dimensions is part of what a
+stack must get right, and the generator's first samples of nonzero or unique are scalars (or zeros),
+so ``ops/nonzero/float32/0`` is a matrix with some elements nonzero.
 
 Finding which samples exist needs the sample generators and two eager runs of each sample (to
 drop samples that fail on the CPU, return anything but dense tensors, or change with the RNG
@@ -15,7 +20,8 @@ torch version in ``$GAPFUZZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapfuzz``, else 
 ``extra["aten"]`` lists the ATen ops the sample dispatched in eager mode (after composite
 decomposition, so ``conv2d`` shows as ``aten.convolution.default``).
 
-Sizes (``ops/sum/float32/0@1025``) and widths (``ops/mm/float32/0@w2048``) are rebuilt by ``op_sizes``.
+Sizes (``ops/sum/float32/0@1025``), widths (``ops/mm/float32/0@w2048``) and lengths along the
+operator's own dimension (``ops/softmax/float32/1@d4097``, ``along`` in the index) are rebuilt by ``op_sizes``.
 """
 from __future__ import annotations
 
@@ -39,16 +45,16 @@ from core.files import write_whole
 from core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import SizedId, SizeError
+from ..sizes import SizedId
 from .op_samples import flatten_sample, sample_tensors
-from .op_sizes import main_dimension, resize
+from .op_sizes import along, main_dimension, rebuilt
 from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 
 log = logging.getLogger("gapfuzz.seeds")
 
 SAMPLES_PER_DTYPE = 2  # samples exposed per (op, dtype): keeps the listing in the thousands
 SCAN_LIMIT = 8  # generator positions looked at per (op, dtype) to find them
-INDEX_FORMAT = 2  # bump when the id scheme or the filters change
+INDEX_FORMAT = 4  # bump when the id scheme or the filters change
 
 # Outputs that depend on RNG state or uninitialised memory cannot be compared across stacks.
 _RANDOM_OPS = re.compile(
@@ -90,8 +96,9 @@ def _no_test_lookup():
         yield
 
 
-def samples(op, dtype: torch.dtype, count: int) -> list:
-    """The first ``count`` samples, drawn from seeded RNGs so that every run draws the same.
+def samples(op, dtype: torch.dtype, count: int, rank_first: bool = False) -> list:
+    """The first ``count`` samples, drawn from seeded RNGs so that every run draws the same; with
+    ``rank_first``, the ``_matrix`` ones first (a stable sort: every sample is drawn).
     OpInfo's own reseeding before each sample (``set_seed``) is off: it costs a CUDA-lazy-init
     stack trace per sample (as ``torch.manual_seed`` does), and our seed fixes the whole sequence."""
     seed = stable_int(f"ops/{op_key(op)}/{dtype_name(dtype)}")
@@ -99,7 +106,26 @@ def samples(op, dtype: torch.dtype, count: int) -> list:
     random.seed(seed)
     with _no_test_lookup():
         drawn = op.sample_inputs("cpu", dtype, requires_grad=False, set_seed=False)
+        if rank_first:
+            drawn = sorted(drawn, key=lambda s: not _matrix(s))
         return list(itertools.islice(drawn, count))
+
+
+def _matrix(sample) -> bool:
+    """Whether a sample has a tensor of rank >= 2 that is not all zeros: a data-dependent result
+    (rows, selected values, counts) with an order over several dimensions."""
+    return any(t.dim() >= 2 and bool(t.ne(0).any()) for t in sample_tensors(sample))
+
+
+def data_dependent(aten_ops: list[str]) -> bool:
+    """Whether one of these ATen ops (``aten.nonzero.default``) has an output shape that depends on
+    values (tagged ``dynamic_output_shape``), or is ``nonzero_static`` (nonzero's rows, padded)."""
+    def tagged(name: str) -> bool:
+        _, packet, overload = name.split(".")
+        op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
+        return op is not None and torch.Tag.dynamic_output_shape in op.tags
+
+    return any(name == "aten.nonzero_static.default" or tagged(name) for name in aten_ops)
 
 
 def unsupported(sample) -> str | None:
@@ -177,16 +203,34 @@ def dispatched_ops(op, sample) -> list[str] | None:
     return sorted(str(f) for f in rec.ops)
 
 
-def index_ops(op, sizable: set[str] | None = None) -> dict[str, list[str]]:
+def index_ops(op, sizable: set[str] | None = None, rank_first: set[str] | None = None,
+              along_ids: set[str] | None = None) -> dict[str, list[str]]:
     """Seed ids of one OpInfo (with the ATen ops each dispatches); none for random ops. Ids whose
-    sample has a main dimension go into ``sizable``."""
+    sample has a main dimension go into ``sizable``, those with a dimension of the operator's own
+    (``op_sizes.along``) into ``along_ids``; a data-dependent operator is scanned again with
+    its samples rank-first, and its key goes into ``rank_first``."""
     key = op_key(op)
     if op.op is None or _RANDOM_OPS.fullmatch(key) or re.search(r"[^_]_$", op.name):
         return {}
-    seeds = {}
+    seeds, sized, own = _scan(op, key, False)
+    if any(data_dependent(aten) for aten in seeds.values()):
+        seeds, sized, own = _scan(op, key, True)
+        if rank_first is not None:
+            rank_first.add(key)
+    if sizable is not None:
+        sizable.update(sized)
+    if along_ids is not None:
+        along_ids.update(own)
+    return seeds
+
+
+def _scan(op, key: str, rank_first: bool) -> tuple[dict[str, list[str]], set[str], set[str]]:
+    """The seeds of one OpInfo in every dtype, those of them with a main dimension, and those with a
+    dimension of the operator's own besides."""
+    seeds, sizable, own = {}, set(), set()
     for dtype in sorted(op.supported_dtypes("cpu"), key=dtype_name):
         try:
-            drawn = samples(op, dtype, SCAN_LIMIT)
+            drawn = samples(op, dtype, SCAN_LIMIT, rank_first)
         except Exception:  # noqa: BLE001 - a generator that fails for a dtype exposes nothing
             continue
         found = 0
@@ -199,10 +243,12 @@ def index_ops(op, sizable: set[str] | None = None) -> dict[str, list[str]]:
             if aten is not None:
                 seed_id = f"ops/{key}/{dtype_name(dtype)}/{i}"
                 seeds[seed_id] = aten
-                if sizable is not None and main_dimension(sample) is not None:
+                if main_dimension(sample) is not None:
                     sizable.add(seed_id)
+                    if along(op, key, sample):
+                        own.add(seed_id)
                 found += 1
-    return seeds
+    return seeds, sizable, own
 
 
 def index_path() -> Path:
@@ -212,17 +258,18 @@ def index_path() -> Path:
 def build_index() -> dict:
     """Scans every OpInfo (10-30 s on one core) and writes the index atomically; returns it."""
     t0 = time.perf_counter()
-    seeds, sizable, threads = {}, set(), torch.get_num_threads()
+    seeds, sizable, rank_first, own, threads = {}, set(), set(), set(), torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: threads only add overhead, and the host may be shared
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for op in op_infos().values():
-                seeds.update(index_ops(op, sizable))
+                seeds.update(index_ops(op, sizable, rank_first, own))
     finally:
         torch.set_num_threads(threads)
     index = {"torch": torch.__version__, "format": INDEX_FORMAT, "build_s": round(time.perf_counter() - t0, 1),
-             "seeds": seeds, "sizable": sorted(sizable)}
+             "seeds": seeds, "sizable": sorted(sizable), "rank_first": sorted(rank_first),
+             "along": sorted(own)}
     path = index_path()
     try:
         write_whole(path, lambda f: f.write(json.dumps(index).encode()))
@@ -234,10 +281,12 @@ def build_index() -> dict:
 
 
 def load_index() -> dict:
-    """The cached index (``seeds``: id -> ATen ops; ``sizable``: ids), built when missing or unreadable."""
+    """The cached index (``seeds``: id -> ATen ops; ``sizable``, ``along``: ids; ``rank_first``: op keys),
+    built when missing or unreadable."""
     try:
         index = json.loads(index_path().read_text())
-        if isinstance(index["seeds"], dict) and isinstance(index["sizable"], list):
+        if isinstance(index["seeds"], dict) and isinstance(index["sizable"], list) and \
+                isinstance(index["rank_first"], list) and isinstance(index["along"], list):
             return index
     except (OSError, ValueError, KeyError, TypeError):
         pass
@@ -252,11 +301,14 @@ class OpsSource(SeedSource):
     def __init__(self):
         self._seeds: dict[str, list[str]] | None = None
         self._sizable: set[str] = set()
+        self._rank_first: set[str] = set()  # op keys whose sample positions count rank >= 2 first
+        self._along: set[str] = set()  # ids with a dimension of the operator's own besides the main one
 
     def _index(self) -> dict[str, list[str]]:
         if self._seeds is None:
             index = load_index()
             self._seeds, self._sizable = index["seeds"], set(index["sizable"])
+            self._rank_first, self._along = set(index["rank_first"]), set(index["along"])
         return self._seeds
 
     def list_ids(self) -> list[str]:
@@ -270,6 +322,10 @@ class OpsSource(SeedSource):
         self._index()
         return list(widths) if seed_id in self._sizable else []
 
+    def along_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
+        self._index()
+        return list(dimension_sizes) if seed_id in self._along else []
+
     def build(self, seed_id: str) -> BuiltSeed:
         sized = SizedId.parse(seed_id)
         aten = self._index().get(sized.base)
@@ -277,21 +333,17 @@ class OpsSource(SeedSource):
             raise SeedError(f"unknown operator seed {sized.base!r} (ids look like ops/add/float16/0)")
         key, dtype, index = sized.base.split("/", 1)[1].rsplit("/", 2)
         op, index = op_infos()[key], int(index)
-        sample = samples(op, getattr(torch, dtype), index + 1)[index]
+        sample = samples(op, getattr(torch, dtype), index + 1, key in self._rank_first)[index]
+        positions = None
         if sized.rebuilt:
-            n, axis = (sized.size, -1) if sized.width is None else (sized.width, -2)
-            sample = resize(sample, n, seed_id, axis)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                aten = dispatched_ops(op, sample)
-            if aten is None:
-                what = f"size {n}" if sized.width is None else f"width {n}"
-                raise SizeError(f"{seed_id}: the sample fails on the CPU at {what}")
+            sample, aten, positions = rebuilt(op, key, sample, sized, seed_id, lambda s: dispatched_ops(op, s))
         args = sample_tensors(sample)
         info = SeedInfo(
             id=seed_id, source=self.name, family=op.name, task="operator", output_kind="tensor",
             input_spec=input_spec_of(args, {}), params=0,
             extra={"op": key, "dtype": dtype, "sample": index, "aten": aten, "size": sized.size,
-                   "width": sized.width},
+                   "width": sized.width, "along": sized.along,
+                   "along_dims": [list(p) for p in positions] if positions else None},
         )
         return BuiltSeed(info, OpCall(op.op, sample), args)
+

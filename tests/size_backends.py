@@ -1,0 +1,68 @@
+"""A test-only stack wrong only along a long reduced dimension (``tests.size_backends:LongReduction``).
+
+Its softmax, log_softmax, cumsum and sum read at most the first 2048 elements along the dimension
+they work along (a kernel whose reduction or scan stops after one block): softmax's sum of
+exponentials stops there (its maximum reads the whole row, so NaN and infinities come out where
+eager's do and the defect shows as one numeric symptom), cumsum stops adding after it, sum leaves
+the rest out. Right wherever that dimension is at most 2048 long, whatever the other dimensions
+are, so only a seed rebuilt with its operator's own dimension past 2048 (``@d<n>``) shows it when
+the main dimension is another one.
+"""
+from __future__ import annotations
+
+import torch
+
+from workers.registry import Backend
+
+from .numeric_backends import _retargeted
+
+aten = torch.ops.aten
+BLOCK = 2048
+
+
+def _head(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return x.narrow(dim, 0, BLOCK)
+
+
+def _long(x, dim: int) -> bool:
+    return isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[dim] > BLOCK
+
+
+def _softmax(x, dim, *rest):
+    if not _long(x, dim):
+        return aten.softmax.int(x, dim, *rest)
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / _head(e, dim).sum(dim, keepdim=True)
+
+
+def _log_softmax(x, dim, *rest):
+    if not _long(x, dim):
+        return aten.log_softmax.int(x, dim, *rest)
+    shifted = x - x.amax(dim, keepdim=True)
+    return shifted - _head(torch.exp(shifted), dim).sum(dim, keepdim=True).log()
+
+
+def _cumsum(x, dim, *rest, **kwargs):
+    if not _long(x, dim):
+        return aten.cumsum.default(x, dim, *rest, **kwargs)
+    out = aten.cumsum.default(x, dim, *rest, **kwargs)
+    total = out.narrow(dim, BLOCK - 1, 1)
+    return torch.cat([out.narrow(dim, 0, BLOCK), total.expand_as(out.narrow(dim, BLOCK, x.shape[dim] - BLOCK))], dim)
+
+
+def _sum(x, dim=None, keepdim=False, **kwargs):
+    dims = [d % max(1, x.dim()) for d in (dim or [])]
+    for d in dims:
+        if _long(x, d):
+            x = _head(x, d)
+    return aten.sum.dim_IntList(x, dim, keepdim, **kwargs)
+
+
+class LongReduction(Backend):
+    name = "long-reduction"
+
+    def prepare(self, gm, example_inputs, device):
+        gm = _retargeted(gm, (aten.softmax.int,), _softmax)
+        gm = _retargeted(gm, (aten.log_softmax.int,), _log_softmax)
+        gm = _retargeted(gm, (aten.cumsum.default,), _cumsum)
+        return _retargeted(gm, (aten.sum.dim_IntList,), _sum)
