@@ -6,8 +6,15 @@
 
 Option ``faults`` (a list, default both) picks them; ``faults: []`` is the same stack without any,
 which must show nothing.
+
+``tests.data_dependent_backend:ColumnMajorNonzero`` orders instead of counting wrong: on an input of
+rank 2 or more, nonzero (``aten.nonzero``, ``argwhere`` and ``nonzero(as_tuple=True)``) returns its
+rows in column-major order (the first index varying fastest): the same indices, another order; on a
+1-D input it is right.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -25,6 +32,26 @@ def _nonzero_drops_last(x):
 
 def _masked_select_drops_last(x, mask):
     return aten.masked_select.default(x, mask)[:-1]
+
+
+def _nonzero_column_major(x):
+    rows = aten.nonzero.default(x)
+    if x.dim() < 2:
+        return rows
+    place = torch.tensor([math.prod(x.shape[:d]) for d in range(x.dim())], dtype=rows.dtype, device=rows.device)
+    return rows[torch.argsort((rows * place).sum(1), stable=True)]
+
+
+def _nonzero_columns_column_major(x):
+    return aten.nonzero_numpy.default(x) if x.dim() < 2 else tuple(_nonzero_column_major(x).unbind(1))
+
+
+class ColumnMajorNonzero(Backend):
+    name = "nonzero-order"
+
+    def prepare(self, gm, example_inputs, device):
+        gm = _retargeted(gm, (aten.nonzero.default, aten.argwhere.default), _nonzero_column_major)
+        return _retargeted(gm, (aten.nonzero_numpy.default,), _nonzero_columns_column_major)
 
 
 class DataDependentFaults(Backend):

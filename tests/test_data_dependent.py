@@ -1,6 +1,8 @@
 """Data-dependent operators (nonzero, masked_select, x[mask], unique, item) are reached and judged:
 Inductor compiles them whole, a wrong count is a shape divergence, and the mutator that inserts them
-into real models keeps the graph valid on every stage."""
+into real models keeps the graph valid on every stage. Their operator seeds are matrices, and the
+order of their results reaches the output, so a stack that returns the right rows in the wrong order
+is found."""
 from __future__ import annotations
 
 import random
@@ -12,16 +14,22 @@ from torch._dynamo.utils import counters
 from core.bugs import Symptom, Verdict
 from core.ir import Variant
 from fuzzer.mutators import get_mutator
+from fuzzer.mutators.base import shape_of
 from fuzzer.mutators.data_dependent import FORMS
 from fuzzer.validate import evaluate
 from seeds import create_seed
 from seeds.capture import capture
+from seeds.sources import ops
+from seeds.sources.op_samples import sample_tensors
+from tests.data_dependent_backend import _nonzero_column_major
+from tests.numeric_backends import _retargeted
 from workers.backends.eager import EagerFp64
 from workers.backends.inductor import prepare_aot_eager, prepare_inductor
 from workers.compare import Tolerances, attribute, compare
 from workers.judge import judge_outputs
 
 MUTATOR = "inject_data_dependent"
+aten = torch.ops.aten
 
 
 # ---------------------------------------------------------------- comparison
@@ -78,6 +86,73 @@ def _base(seed_id: str):
     return evaluate(capture(create_seed(seed_id)).variant)
 
 
+# ---------------------------------------------------------------- operator seeds at rank 2
+DATA_DEPENDENT_OPS = ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "nonzero_static")
+
+
+def test_data_dependent_op_seeds_are_matrices_and_other_ids_keep_their_sample():
+    index = ops.load_index()
+    assert set(DATA_DEPENDENT_OPS) <= set(index["rank_first"])
+    for key in DATA_DEPENDENT_OPS:
+        first = create_seed(f"ops/{key}/float32/0").args[0]
+        assert first.dim() >= 2 and first.count_nonzero() > 0, (key, first.shape)
+    for key in index["rank_first"]:  # the rule is the operators' own: each dispatches a data-dependent op
+        assert any(ops.data_dependent(aten) for sid, aten in index["seeds"].items() if sid.split("/")[1] == key)
+    for seed_id in ("ops/add/float32/0", "ops/sum/float32/1", "ops/nn.functional.conv2d/float32/0"):
+        key, dtype, i = seed_id.split("/")[1:]
+        assert key not in index["rank_first"]
+        sample = ops.samples(ops.op_infos()[key], getattr(torch, dtype), int(i) + 1)[int(i)]  # generator order
+        assert all(torch.equal(a, b) for a, b in zip(create_seed(seed_id).args, sample_tensors(sample)))
+
+
+# ---------------------------------------------------------------- the order reaches the output
+def _reversed_unique(x, sorted=True, return_inverse=False, return_counts=False):
+    values, inverse, counts = aten._unique2.default(x, sorted, return_inverse, return_counts)
+    return values.flip(0), inverse, counts.flip(0)  # the same values and counts, paired, in another order
+
+
+REORDERED = {  # a form -> the ops it reads an order from, and the same ops returning another order
+    "nonzero": ((aten.nonzero.default,), _nonzero_column_major),
+    "masked_select": ((aten.masked_select.default,), lambda x, mask: aten.masked_select.default(x, mask).flip(0)),
+    "masked_scatter": ((aten.masked_select.default,), lambda x, mask: aten.masked_select.default(x, mask).flip(0)),
+    "bool_index": ((aten.index.Tensor,), lambda x, index: aten.index.Tensor(x, index).flip(0)),
+    "unique": ((aten._unique2.default,), _reversed_unique),
+}
+
+
+@pytest.mark.parametrize("form", sorted(REORDERED))
+def test_the_order_of_a_data_dependent_result_reaches_the_output(conv, form):
+    """The mutated graph run with its data-dependent op returning the same elements in another order
+    gives another output; run with the op itself (through the same patching) the same output."""
+    m = get_mutator(MUTATOR)
+    site = m.sites(conv.variant)[-1]
+    assert len(shape_of(site)) == 4
+    v = m.apply(conv.variant, {"node": site.name, "form": form, "cmp": "gt", "k": 7})
+    targets, reordered = REORDERED[form]
+    assert any(n.target in targets for n in v.gm.graph.nodes)
+    with torch.no_grad():
+        truth = list(v.gm(*v.inputs))
+        same = list(_retargeted(v.gm, targets, lambda *a, **k: targets[0](*a, **k))(*v.inputs))
+        other = list(_retargeted(v.gm, targets, reordered)(*v.inputs))
+    assert compare(same, truth, Tolerances()).passed
+    assert not compare(other, truth, Tolerances()).passed
+
+
+def test_sites_of_rank_2_are_preferred_and_each_form_is_valid_on_a_vector(conv):
+    m = get_mutator(MUTATOR)
+    ranks = {len(shape_of(n)) for n in m.sites(conv.variant)}
+    assert ranks and min(ranks) >= 2
+    vector = _base("ops/softmax/float32/0")  # its one float node is 1-D: taken when nothing else is there
+    (site,) = m.sites(vector.variant)
+    assert len(shape_of(site)) == 1
+    for form in sorted(FORMS):
+        v = m.apply(vector.variant, {"node": site.name, "form": form, "cmp": "ge", "k": 1})
+        ev = evaluate(v, vector)
+        assert [o.shape for o in ev.outputs] == [o.shape for o in vector.outputs], form
+        assert not compare(ev.outputs, vector.outputs, Tolerances()).passed, form
+        assert compare(_compiles_whole(prepare_inductor, v), ev.outputs, Tolerances()).passed, form
+
+
 @pytest.fixture(scope="module")
 def conv():
     return _base("ops/nn.functional.conv2d/float32/0")  # a (1, 3, 4, 4) activation: four index columns
@@ -113,7 +188,8 @@ def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
         params = m.propose(base.variant, rng)
         v = m.apply(base.variant, params)
         ev = evaluate(v, base)
-        if params["form"] in ("nonzero", "masked_select") and not compare(ev.outputs, base.outputs, Tolerances()).passed:
+        effective = not compare(ev.outputs, base.outputs, Tolerances()).passed
+        if params["form"] in ("nonzero", "masked_select") and effective:
             break
     else:
         pytest.fail("no effective nonzero or masked_select site in 40 draws")
@@ -181,7 +257,8 @@ def _run(text: str, folder):
 def _clean_twin_shows_nothing(run, shown):
     found = run.clusters()
     assert all(b == ["dd-faults@cpu"] for b in found["backends"]), shown  # the clean twin shows nothing
-    records = run.records(["seed_id", "backend", "status"])
+    records = run.records(["seed_id", "backend", "status", "stage"])
+    records = records[records["stage"] != "mutate"]  # a variant no mutator could change (nonzero's: no float node)
     clean = records[records["backend"] == "dd-clean@cpu"]
     assert len(clean) and (clean["status"] == "ok").all(), shown
     return records[records["backend"] == "dd-faults@cpu"]
@@ -214,3 +291,34 @@ def test_the_mutator_takes_the_fault_into_a_model(tmp_path, local_ray):
     vit = vit[(vit["seed_id"] == "timm/test_vit") & (vit["backend"] == "dd-faults@cpu") & (vit["status"] != "ok")]
     # seed 0 draws masked_scatter twice: the short masked_select leaves it too few values for its mask
     assert vit["message"].str.contains("number of ones in mask").any(), shown
+
+
+ORDER_CAMPAIGN = """
+name: nonzero-order
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/nonzero/float32/0"]}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets:
+    - {class: "tests.data_dependent_backend:ColumnMajorNonzero", device: cpu}
+    - {class: "tests.data_dependent_backend:DataDependentFaults", device: cpu, label: dd-clean, options: {faults: []}}
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.ray
+def test_nonzero_rows_in_column_major_order_on_a_matrix_are_one_cluster(tmp_path, local_ray):
+    """The defaults' variants and mutators on nonzero's operator seed: the stack's wrong row order is found,
+    as one cluster at nonzero, and the clean twin shows nothing."""
+    run = _run(ORDER_CAMPAIGN, tmp_path / "run")
+    found = run.clusters()
+    shown = found[["cluster", "kind", "symptom", "first_div_op", "failing_op", "backends", "count"]]
+    assert len(found) == 1 and found["backends"].iloc[0] == ["nonzero-order@cpu"], shown
+    assert found["first_div_op"].iloc[0] == "aten.nonzero.default", shown
+    assert found["verdict"].iloc[0] == Verdict.TARGET_DIVERGENT and found["symptom"].iloc[0] == Symptom.INTEGER, shown
+    records = run.records(["variant_id", "backend", "status"])
+    assert (records[records["backend"] == "dd-clean@cpu"]["status"] == "ok").all(), shown
+    faulty = records[records["backend"] == "nonzero-order@cpu"]
+    assert faulty["variant_id"].nunique() == 3 and (faulty["status"] == "mismatch").any(), shown
