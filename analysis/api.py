@@ -21,6 +21,7 @@ from results.schema import COLUMNS
 from results.store import RecordStore, ResultsError, check_version
 
 from . import clusters as _clusters
+from . import option_cover as _cover
 from . import portability as _port
 from .impact import catalog_models
 from .known import KnownIssues
@@ -239,6 +240,17 @@ class Run:
 
     def divergence(self, by: str | None = None) -> pd.DataFrame:
         return _port.divergence(self._tables(), self.reference, by)
+
+    # -- option spaces
+    def option_spaces(self) -> dict:
+        """backend -> its option space, for the targets that had one (from ``run.json``; none before it)."""
+        backends = self.manifest.backends if self.manifest is not None else {}
+        return {b: e["option_space"] for b, e in backends.items() if isinstance(e, dict) and e.get("option_space")}
+
+    def option_coverage(self, by=("seed_id", "mode")) -> pd.DataFrame:
+        """Per target with an option space and per ``by`` (seed and mode; ``("mode",)``: the whole run):
+        the pairs of option values its records ran, out of the pairs in the space (``analysis.option_cover``)."""
+        return _cover.pair_coverage(self.records(_cover.COLUMNS), self.option_spaces(), by)
 
 
 def _entry_name(backends: dict, role: str, default: str) -> str | None:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from core.bugs import EXAMPLE_PROBE, Kind, Mode, Verdict
 
+from . import option_cover as _cover
 from . import portability as _port
 from .api import Run
 
@@ -184,15 +185,47 @@ def settings(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows += [(k, _json(v) if isinstance(v, (dict, list)) else str(v)) for k, v in sorted(compare.items())
              if k != "tolerances"]
     table = []
+    ran = option_runs(run)
     for name in sorted(set(entries) | set(versions.index), key=lambda b: (b not in roles, roles.get(b, ""), b)):
         e = entries.get(name, {}) if isinstance(entries.get(name), dict) else {}
         v = versions.loc[name] if name in versions.index else {}
         opts = e.get("options")
+        cover = e.get("option_cover")
         table.append({"backend": name, "role": roles.get(name, "target"), "stack": e.get("stack", ""),
                       "device": e.get("device", ""), "options": opts if isinstance(opts, str) else _json(opts),
-                      "option space": _json(e.get("option_space")), "modes": ", ".join(e.get("modes") or []),
+                      "option space": _json(e.get("option_space")),
+                      "option cover": cover if isinstance(cover, str) else _json(cover),
+                      **ran.get(name, {"values run": "", "pairs run": ""}), "modes": ", ".join(e.get("modes") or []),
                       **{k: v.get(k, "") for k in ("version", "torch", "python", "os")}})
     return pd.DataFrame(rows, columns=["setting", "value"]), pd.DataFrame(table)
+
+
+def option_runs(run: Run) -> dict:
+    """Per target with an option space, from its records: ``values run`` (each option's values, and any
+    value a mode never ran) and ``pairs run`` (per mode, the pairs of values run over the campaign out of
+    the pairs in the space, and the fewest and most one seed ran)."""
+    spaces = run.option_spaces()
+    if not spaces:
+        return {}
+    df = run.records(_cover.COLUMNS)
+    whole = _cover.pair_coverage(df, spaces, ("mode",))
+    seeds = _cover.pair_coverage(df, spaces, ("seed_id", "mode"))
+    values = _cover.values_run(df, spaces)
+    out = {}
+    for backend in spaces:
+        pairs = []
+        for r in whole[whole["backend"] == backend].itertuples():
+            per_seed = seeds.loc[(seeds["backend"] == backend) & (seeds["mode"] == r.mode), "pairs"]
+            pairs.append(f"{r.mode}: {r.pairs}/{r.of} (a seed: {per_seed.min()} to {per_seed.max()})")
+        mine = values[values["backend"] == backend]
+        texts = []
+        for option, g in mine.groupby("option", sort=True):
+            ran_any = {v for vs in g["values"] for v in vs}
+            had = [v for v in dict.fromkeys(_cover.text(x) for x in spaces[backend][option]) if v in ran_any]
+            gaps = [f"{m}: no {', '.join(miss)}" for m, miss in zip(g["mode"], g["missing"]) if len(miss)]
+            texts.append(f"{option}: {', '.join(had)}" + (f" ({'; '.join(gaps)})" if gaps else ""))
+        out[backend] = {"values run": "; ".join(texts), "pairs run": "; ".join(pairs)}
+    return out
 
 
 # -- reproducers

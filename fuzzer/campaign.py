@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -18,6 +19,7 @@ import jsonschema
 import yaml
 
 from core.bugs import Mode
+from core.covering import ALL, COVERS, MAX_COMBINATIONS
 from core.registry import did_you_mean
 from core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
 from results.manifest import RunManifest
@@ -151,7 +153,37 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
             if problem:
                 raise CampaignError(f"{source}: {where}.option_space.{key}: {problem}")
     spec.option_space = dict(space or {})
+    if isinstance(entry, dict) and "option_cover" in entry:
+        spec.option_cover = _option_cover(entry["option_cover"], spec.option_space, f"{source}: {where}.option_cover")
     return spec
+
+
+def _option_cover(cover, space: dict, where: str) -> str | dict:
+    """A target's ``option_cover`` checked against its option space: ``pairs``, ``all``, ``draw``, or
+    ``{all: [options]}`` (every combination of those, each with every pair of the others)."""
+    if not space:
+        raise CampaignError(f"{where}: there is no option_space to cover")
+    if isinstance(cover, str):
+        if cover not in COVERS:
+            raise CampaignError(f"{where}: unknown cover {cover!r}{did_you_mean(cover, list(COVERS))}")
+        names = list(space) if cover == ALL else []
+    else:
+        unknown = sorted(set(cover) - {ALL})
+        if unknown:
+            raise CampaignError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], [ALL])}")
+        names = cover.get(ALL)
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise CampaignError(f"{where}.all: a list of option names from the option_space is expected")
+        for name in names:
+            if name not in space:
+                raise CampaignError(f"{where}.all: {name!r} is not in the option_space"
+                                    f"{did_you_mean(name, list(space))}")
+        cover = {ALL: sorted(set(names))}
+    combinations = math.prod(len(space[n]) for n in set(names))
+    if combinations > MAX_COMBINATIONS:
+        raise CampaignError(f"{where}: all of {', '.join(sorted(set(names)))} is {combinations} combinations, more "
+                            f"than {MAX_COMBINATIONS}; cover fewer in every combination, the rest in pairs")
+    return cover
 
 
 @dataclass
@@ -353,6 +385,7 @@ def manifest_of(campaign: Campaign, backends: list[BackendSpec] | None = None) -
         targets=[s.name for s in specs if s.name not in (reference, oracle)],
         backends={s.name: {"stack": s.stack, "device": s.device, "options": as_json(dict(s.options)),
                            "option_space": as_json(dict(s.option_space)), "modes": [str(m) for m in s.modes],
-                           "class": s.cls_path} for s in specs},
+                           "class": s.cls_path, **({"option_cover": s.option_cover} if s.option_space else {})}
+                  for s in specs},
         compare=as_json({**asdict(campaign.compare.settings), "sweep": list(campaign.compare.sweep)}),
         modes=[str(m) for m in campaign.modes])

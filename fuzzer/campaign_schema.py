@@ -32,7 +32,9 @@ _BACKEND = {"oneOf": [
      "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
                     "label": {"type": "string", "pattern": NAME_PATTERN}, "options": {"type": "object"},
                     "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "mode": _MODES,
-                    "option_space": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}}},
+                    "option_space": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}},
+                    # pairs, all, draw or {all: [options]}: names checked in fuzzer.campaign (did you mean)
+                    "option_cover": {"type": ["string", "object"]}}},
 ]}
 
 _SELECTION = {

@@ -119,7 +119,8 @@ class CampaignJobs:
     def _run_call(self, actor, vw: VariantWork):
         device, p = vw.devices[0], self.pools
         home_runs = (p.reference, p.oracle) if device == p.home else ()
-        specs = [s.for_variant(vw.variant.variant_id, self.c.seed) for n, s in p.specs.items()
+        v = vw.variant
+        specs = [s.for_variant(v.variant_id, self.c.seed, vw.build.seed_id, v.index, v.mode) for n, s in p.specs.items()
                  if s.device == device and (n in vw.missing or n in home_runs)]
         seed = vw.build.seed
         request = RunRequest(vw.variant.variant_id, vw.build.seed_id, vw.payload, specs, self.judge,

@@ -21,7 +21,7 @@ NAME = "run.json"
 VERSION = 1  # of this file's layout; the records' own is ``schema_version``
 MAX_BYTES = 1 << 20
 _BACKEND = {"stack": str, "device": str, "options": dict, "option_space": dict, "modes": list,
-            "class": (str, type(None))}
+            "class": (str, type(None)), "option_cover": (str, dict)}  # option_cover: with an option_space only
 
 
 @dataclass
@@ -31,6 +31,7 @@ class RunManifest:
     oracle: str | None
     targets: list[str]
     backends: dict  # every name above -> {"stack", "device", "options", "option_space", "modes", "class"}
+    # (and "option_cover", core.covering's pairs, all, {all: [...]} or draw, where there is an option space)
     compare: dict  # Tolerances as resolved: {"tolerances": {dtype: [rtol, atol]}, "multiplier", "far"}, "sweep"
     modes: list[str] = field(default_factory=lambda: ["inference"])
     schema_version: int = SCHEMA_VERSION  # of the records this gapfuzz writes

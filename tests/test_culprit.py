@@ -58,15 +58,18 @@ def test_layers_and_identities_say_whose_team_a_culprit_goes_to():
     assert "AOTAutograd, before Inductor" in in_words({"culprit_backend": "aot_eager", "culprit_layer": CONVERSION})
 
 
-def test_each_variant_draws_one_option_set_from_a_target_option_space_the_same_every_time():
+def test_each_variant_gets_one_option_set_from_a_target_option_space_the_same_every_time():
     spec = parse_backend("inductor@cpu", {"freezing": False})
     spec.option_space = {"epilogue_fusion": [False, True], "cpp.simdlen": [None, 256]}
-    drawn = [spec.for_variant(f"s#{i}", 0) for i in range(40)]
-    assert [d.options for d in drawn] == [spec.for_variant(f"s#{i}", 0).options for i in range(40)]
-    assert {d.options["epilogue_fusion"] for d in drawn} == {False, True}
-    assert {d.options.get("cpp.simdlen") for d in drawn} == {None, 256}  # null: the default, left unset
-    assert all(d.options["freezing"] is False and not d.option_space for d in drawn)
-    assert spec.for_variant("s#0", 1).name == spec.name
+    for cover in ("pairs", "draw"):
+        spec.option_cover = cover
+        drawn = [spec.for_variant(f"s#{i}", 0, "s", i, "inference") for i in range(40)]
+        assert [d.options for d in drawn] == [spec.for_variant(f"s#{i}", 0, "s", i, "inference").options
+                                              for i in range(40)]
+        assert {d.options["epilogue_fusion"] for d in drawn} == {False, True}
+        assert {d.options.get("cpp.simdlen") for d in drawn} == {None, 256}  # null: the default, left unset
+        assert all(d.options["freezing"] is False and not d.option_space for d in drawn)
+        assert spec.for_variant("s#0", 1, "s", 0, "inference").name == spec.name
 
 
 def test_an_option_space_naming_an_unknown_option_is_one_line_naming_it():

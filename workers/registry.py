@@ -10,6 +10,7 @@ import logging
 import random
 from dataclasses import asdict, dataclass, field, replace
 
+from core.covering import DRAW, PAIRS, option_set
 from core.registry import PluginError, Registry, import_module
 
 from .backend import DEVICES, Backend, adapt
@@ -69,7 +70,8 @@ class BackendSpec:
     cls_path: str | None = None  # module:Class for a stack loaded from a path
     timeout_s: float | None = None  # this backend's limit per run; None: the campaign's
     modes: tuple = ("inference",)  # core.bugs.Mode values: the runs it gets (training only if it trains)
-    option_space: dict = field(default_factory=dict)  # option -> values: each variant draws one set (for_variant)
+    option_space: dict = field(default_factory=dict)  # option -> values: each variant gets one set (for_variant)
+    option_cover: str | dict = PAIRS  # how: pairs, all or {all: [options]} (core.covering), or draw
 
     @property
     def name(self) -> str:
@@ -88,14 +90,19 @@ class BackendSpec:
     def unavailable_reason(self) -> str | None:
         return self.backend_cls().unavailable_reason(self.device)
 
-    def for_variant(self, variant_id: str, campaign_seed: int) -> BackendSpec:
-        """This backend with one option set drawn from its ``option_space`` for one variant: the same
-        draw on every run, resume and worker (a null value leaves the stack's default)."""
+    def for_variant(self, variant_id: str, campaign_seed: int, seed_id: str, index: int, mode: str) -> BackendSpec:
+        """This backend with the option set its ``option_space`` gives variant ``index`` of ``seed_id`` in
+        ``mode``: a row of a covering array (``core.covering``), or with ``option_cover: draw`` one random
+        draw; the same on every run, resume and worker (a null value leaves the stack's default)."""
         if not self.option_space:
             return self
-        rng = random.Random(f"{campaign_seed}|{self.name}|{variant_id}")
-        drawn = {k: rng.choice(list(values)) for k, values in sorted(self.option_space.items())}
-        return replace(self, options={**self.options, **{k: v for k, v in drawn.items() if v is not None}},
+        if self.option_cover == DRAW:
+            rng = random.Random(f"{campaign_seed}|{self.name}|{variant_id}")
+            chosen = {k: rng.choice(list(values)) for k, values in sorted(self.option_space.items())}
+        else:
+            chosen = option_set(self.option_space, self.option_cover, f"{campaign_seed}|{self.name}", seed_id, index,
+                                mode)
+        return replace(self, options={**self.options, **{k: v for k, v in chosen.items() if v is not None}},
                        option_space={})
 
     def runs_in(self, mode: str) -> bool:
