@@ -117,6 +117,7 @@ class RunRecord:
     compiler: str | None = None  # inductor or aot_autograd through torch.compile, inductor-aot without it
     compiler_passes: list[str] = field(default_factory=list)  # the Inductor passes that ran: pass coverage
     compiler_patterns: list[str] = field(default_factory=list)  # its pattern-matcher patterns that fired
+    symbolic: bool | None = None  # a graph Dynamo compiled in the run had symbolic sizes; null: no Dynamo compile
     host: str = ""
     worker: str = ""
     worker_s: float | None = None

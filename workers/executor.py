@@ -24,8 +24,10 @@ from . import pipe
 from .backend import stage_of
 from .messages import Execution, PayloadReply
 from .outcome import new_outcome
-from .probes import Probe, ProbeSettings, choose, probed, roles, run_probes
+from .probes import RESIZE, Probe, ProbeSettings, choose, probed, roles, run_probes
+from .resize import resize_probes
 from .sandbox import RAISED, REPLY, rss_bytes
+from .backends.inductor import symbolic_sizes
 from .culprit import bisect, inductor_counters
 from .training import Trainer
 
@@ -101,6 +103,27 @@ def first_call_stage(backend, exc: BaseException) -> Stage:
     return Stage.COMPILE if any(origin.startswith(m) for m in backend.compile_error_modules) else Stage.RUN
 
 
+class CompiledAtExample:
+    """A backend whose prepared callable is first called once on the variant's example inputs: a resize
+    probe's run (compiled at the example's sizes, then called at the probe's) for tier 2, which prepares
+    prefixes of the graph. A graph of other inputs (one node alone) is prepared as it is."""
+
+    def __init__(self, backend, example: tuple):
+        self.backend, self.example = backend, example
+
+    def prepare(self, gm, inputs: tuple, device: str):
+        from core.ir import clone_exact
+
+        if len(inputs) != len(self.example):
+            return self.backend.prepare(gm, inputs, device)
+        fn = self.backend.prepare(gm, self.example, device)
+        fn(*(clone_exact(t) for t in self.example))
+        return fn
+
+    def __getattr__(self, name: str):
+        return getattr(self.backend, name)
+
+
 class Executor:
     def __init__(self):
         self.payloads: dict[str, dict] = {}
@@ -124,8 +147,8 @@ class Executor:
         """Deserialise a variant and checksum what arrived. ``payload`` None: a variant this process
         built (see ``call``'s ``keep_payloads``), which then never crosses a process boundary; the reply
         carries its seed outputs, which the caller would otherwise read from the payload, and the
-        variant's probes (``workers.probes.choose``): all of them, and per ``Backend.any_strides`` those
-        of a stack that takes it."""
+        variant's probes (``workers.probes.choose``, then its ``resize_probes``): all of them, and per
+        ``Backend.any_strides`` those of a stack that takes it."""
         from core.ir import Variant
 
         local = payload is None
@@ -141,7 +164,8 @@ class Executor:
         v = Variant.from_payload(payload, copy=False)  # ours alone; only intact stacks will read it
         self.checksums = {"input_checksum": v.input_checksum(), "weight_checksum": v.weight_checksum()}
         self._pristine = (variant_id, v)
-        chosen = {strides: choose(v.gm, v.inputs, probes, variant_id, strides) if probes else [Probe()]
+        resized = resize_probes(v.gm, v.inputs, probes, variant_id) if probes else []
+        chosen = {strides: [*choose(v.gm, v.inputs, probes, variant_id, strides), *resized] if probes else [Probe()]
                   for strides in (True, False, None)}  # Backend.any_strides -> that stack's probes
         return {"checksums": self.checksums, "seed_outputs": payload.get("seed_outputs") if local else None,
                 "probes": chosen[True], "stack_probes": chosen, "ops": list(v.ops)}
@@ -165,7 +189,7 @@ class Executor:
 
         self._settle()
         result = new_outcome(spec, **self.checksums)
-        outputs, probe_runs = None, []
+        outputs, probe_runs, sizes = None, [], {}
         device = spec.device
         stage, started = Stage.COMPILE, None
         try:
@@ -178,7 +202,8 @@ class Executor:
             training = variant.mode == Mode.TRAINING
             if training and not backend.trains:
                 raise NotImplementedError(f"{spec.stack} does not train (its prepared callable is not differentiable)")
-            with torch.enable_grad() if training else torch.no_grad(), inductor_counters() as compiled:
+            with torch.enable_grad() if training else torch.no_grad(), inductor_counters() as compiled, \
+                    symbolic_sizes(sizes):
                 t0 = started = time.perf_counter()
                 try:
                     fn = _prepared(backend, variant, inputs, spec.device)
@@ -221,14 +246,15 @@ class Executor:
                 compiled.get("compiler") and f"{compiled['compiler']}-aot"
             result.compiler_passes = compiled.get("compiler_passes", [])
             result.compiler_patterns = compiled.get("compiler_patterns", [])
+            result.symbolic = sizes.get("symbolic")
         return Execution(result, outputs, probe_runs)
 
     def bisect(self, variant_id: str, spec, probe: Probe, reference: list, settings, error_type: str | None,
                budget_s: float = 900.0) -> dict:
         """PyTorch's ``CompilerBisector`` on one finding of a torch.compile stack (``workers.culprit``):
-        each step compiles the probe's variant afresh and calls it once; the finding is present while
-        the outputs differ from ``reference`` at ``settings`` (a divergence) or the call raises
-        ``error_type`` (a failure)."""
+        each step compiles the probe's variant afresh and calls it once (a resize probe's: compiled and
+        called at the example's sizes first, as its run was); the finding is present while the outputs
+        differ from ``reference`` at ``settings`` (a divergence) or the call raises ``error_type`` (a failure)."""
         import torch
 
         from core.ir import Variant, clone_exact, tensor_from_wire
@@ -237,17 +263,21 @@ class Executor:
 
         reference = [tensor_from_wire(x) if isinstance(x, dict) else x for x in reference]
         self._settle()
-        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        example = Variant.from_payload(self.payloads[variant_id])
+        variant = probed(example, probe)
         backend = spec.create()
         device = backend.input_device or spec.device
         inputs = tuple(t.to(device) for t in variant.inputs)
+        first = tuple(t.to(device) for t in example.inputs) if probe.kind == RESIZE else None
 
         def good() -> bool:
             torch._dynamo.reset()
             try:
                 with torch.enable_grad() if variant.mode == Mode.TRAINING else torch.no_grad():
-                    out = to_host(_prepared(spec.create(), variant, inputs, spec.device)(
-                        *(clone_exact(t) for t in inputs)))
+                    fn = _prepared(spec.create(), variant, first or inputs, spec.device)
+                    if first:
+                        fn(*(clone_exact(t) for t in first))
+                    out = to_host(fn(*(clone_exact(t) for t in inputs)))
             except Exception as e:  # noqa: BLE001 - the failure under test, or another (not this finding)
                 return error_type is None or type(e).__name__ != error_type
             return error_type is not None or compare(out, reference, settings).passed
@@ -269,14 +299,19 @@ class Executor:
         from .grad_align import GradAligner
 
         self._settle()
-        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
+        example = Variant.from_payload(self.payloads[variant_id])
+        variant = probed(example, probe)
         backend = spec.create()
         input_device = backend.input_device or spec.device
+        make = spec.create
+        if probe.kind == RESIZE:  # each prepare compiled and called at the example's sizes first, as the run was
+            first = tuple(t.to(input_device) for t in example.inputs)
+            make = lambda: CompiledAtExample(spec.create(), first)  # noqa: E731
         try:
             if wrong_grads:
-                return GradAligner(variant, spec.create, spec.device, input_device, settings, list(wrong_grads),
+                return GradAligner(variant, make, spec.device, input_device, settings, list(wrong_grads),
                                    reference_device).locate()
-            aligner = Aligner(variant, spec.create, spec.device, input_device, settings, reference_device, symptom)
+            aligner = Aligner(variant, make, spec.device, input_device, settings, reference_device, symptom)
             return aligner.locate(backend.capture_nodes)
         finally:
             self._release(spec.device)

@@ -12,7 +12,10 @@ either side, or swapped: the ties of ``>`` against ``>=``), then layout probes (
 transposed, strided), all three for a stack that takes any strides (``Backend.any_strides``), one on
 a convolution or matmul for one that compiles again for each (Inductor), unless ``kinds`` names ``layout``;
 and, on small graphs with a floating input, edge probes (``EDGES``: values one step from the dtype's
-largest, smallest normal and subnormal, NaNs with a sign or a payload; quotients on an integer).
+largest, smallest normal and subnormal, NaNs with a sign or a payload; quotients on an integer). Last,
+where a stack compiled for dynamic shapes runs (``ProbeSettings.resize``), resize probes: the same graph
+fed inputs of other lengths (``workers.resize``), so code compiled with symbolic sizes runs at sizes it
+was not traced at.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from core.seeding import stable_int
 
 aten = torch.ops.aten
 EXAMPLE = EXAMPLE_PROBE
-KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "relation", "layout", "edge")
+RESIZE = "resize"
+KINDS = (EXAMPLE, "special", "random", "ties", "integer", "bool", "index", "relation", "layout", "edge", RESIZE)
 DEFAULT_KINDS = KINDS  # layouts as each stack takes them; a list of the campaign's own naming layout: all, everywhere
 
 # int inputs used only by these stay numbers (and get integer extremes); any other use makes them indices
@@ -110,7 +114,7 @@ class Probe:
     def name(self) -> str:
         """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
         params = dict(self.params)
-        shown = ("value", "magnitude", "corner", "pattern", "order", "relation", "layout", "edge")
+        shown = ("value", "magnitude", "corner", "pattern", "order", "relation", "layout", "edge", "dims", "length")
         return ":".join([self.kind, *(str(params[k]) for k in shown if k in params)])
 
     def recipe(self) -> str:
@@ -130,12 +134,15 @@ class ProbeSettings:
     per_variant: int = 8  # the example and the value kinds; relations and layouts come beside them
     kinds: tuple = DEFAULT_KINDS
     campaign_seed: int = 0
+    resize: bool = False  # resize probes too: a stack compiled for dynamic shapes runs the variant (``takes_resizes``)
 
     @property
     def every_layout(self) -> bool:
         """Layouts named by the campaign (a kinds list of its own matching ``layout``, or ``"*"``): every
-        stack gets all of them, whatever each costs it."""
-        return set(self.kinds) != set(DEFAULT_KINDS) and any(fnmatch.fnmatchcase("layout", p) for p in self.kinds)
+        stack gets all of them, whatever each costs it. The default list without ``resize`` (a campaign
+        written before it, or stored with its run) is still the default."""
+        return set(self.kinds) - {RESIZE} != set(DEFAULT_KINDS) - {RESIZE} and \
+            any(fnmatch.fnmatchcase("layout", p) for p in self.kinds)
 
 
 @dataclass
@@ -241,6 +248,9 @@ def make_inputs(inputs: tuple, input_roles: list[str], probe: Probe) -> tuple:
         return _related(tuple(inputs), input_roles, params["relation"], g)
     if probe.kind == "edge" and params["edge"] in QUOTIENTS:
         return _quotients(tuple(inputs), input_roles, params["edge"] == "quotient-ulp", g)
+    if probe.kind == RESIZE:
+        from .resize import resized
+        return resized(tuple(inputs), input_roles, params, g)
     return tuple(_probe_one(t, role, probe.kind, params, g) if isinstance(t, torch.Tensor) else t
                  for t, role in zip(inputs, input_roles))
 

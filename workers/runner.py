@@ -29,7 +29,8 @@ from .explain import declared, explain, hypotheses, measure
 from .judge import Judge, RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import new_outcome
-from .probes import EXAMPLE, Probe, ProbeRun
+from .probes import EXAMPLE, RESIZE, Probe, ProbeRun
+from .resize import takes_resizes
 from .registry import BackendSpec
 from .sandbox import Fault, RemoteError, Sandbox
 from .training import GRAD
@@ -100,10 +101,12 @@ class VariantJob:
 
     def probes_for(self, spec: BackendSpec) -> list[Probe]:
         """The probes ``spec`` runs: every one for the reference and the oracle, else those its stack
-        takes without compiling again for each layout (``Backend.any_strides``, ``workers.probes.choose``)."""
+        takes without compiling again for each layout (``Backend.any_strides``, ``workers.probes.choose``),
+        and resize probes only where it compiled for dynamic shapes (``workers.resize.takes_resizes``)."""
         if spec.name in (self.s.reference, self.s.oracle):
             return self.probes
-        return self.stack_probes.get(spec.backend_cls().any_strides, self.probes)
+        chosen = self.stack_probes.get(spec.backend_cls().any_strides, self.probes)
+        return chosen if takes_resizes(spec.options) else [p for p in chosen if p.kind != RESIZE]
 
     def _run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
         self._load()
@@ -230,7 +233,7 @@ class VariantJob:
 def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None = None, worker: str = "",
                 fetch=None) -> tuple[list[RunRecord], dict]:
     """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later."""
-    s = request.settings
+    s = _with_resizes(request)
     job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch)
     outcomes = [o for spec in request.specs for o in job.run(spec)]
     t0 = time.perf_counter()
@@ -293,6 +296,16 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
         o.worker_s += share
     home = {k: packed_outputs(v) for k, v in known.items() if k[0] in (s.reference, s.oracle)}
     return outcomes, home
+
+
+def _with_resizes(request: RunRequest) -> JudgeSettings:
+    """The request's settings, asking for resize probes where a stack compiled for dynamic shapes runs
+    beside the reference, which must run them too (a target in another pool gets none)."""
+    s = request.settings
+    names = {spec.name for spec in request.specs}
+    if s.probes is None or s.reference not in names or not any(takes_resizes(spec.options) for spec in request.specs):
+        return s
+    return dataclasses.replace(s, probes=dataclasses.replace(s.probes, resize=True))
 
 
 def _share_location(o: RunRecord, first: RunRecord) -> None:

@@ -1,5 +1,15 @@
-"""torch.compile with Inductor: the compiled path users deploy with."""
+"""torch.compile with Inductor: the compiled path users deploy with.
+
+``dynamic: true`` compiles with ``dynamic=True``: every input size is traced as a symbol (what
+``torch._dynamo.mark_dynamic`` does for one size), so the resize probes (``workers.probes``) run the
+code compiled at the example's sizes at other sizes, without a new compile; ``symbolic_sizes`` reads
+whether a compile held symbolic sizes.
+"""
 from __future__ import annotations
+
+import ast
+import re
+from contextlib import contextmanager
 
 import torch
 
@@ -10,7 +20,8 @@ from .eager import to_device
 
 def prepare_inductor(gm, example_inputs, device, options):
     """``mode`` (a torch.compile mode), ``dynamic`` (compile for dynamic shapes: a separate code
-    generation path, with symbolic sizes) or Inductor config keys; compiles lazily, on the first call."""
+    generation path, with symbolic sizes; the run then calls it at other sizes too) or Inductor config
+    keys; compiles lazily, on the first call."""
     options = dict(options)
     mode, dynamic = options.pop("mode", None), bool(options.pop("dynamic", False))
     kwargs = {"mode": mode} if mode else {"options": options or None}
@@ -31,6 +42,35 @@ def with_dynamic_output_shapes(compiled):
         with torch._dynamo.config.patch(**DYNAMIC_OUTPUT_CONFIG):
             return compiled(*inputs)
     return call
+
+
+_BACKED = re.compile(r"\bs\d+\b")  # a backed size symbol (an input's size); u0 is a data-dependent output's
+
+
+@contextmanager
+def symbolic_sizes(found: dict):
+    """On exit, ``found["symbolic"]``: whether a graph Dynamo compiled inside had a symbolic size (an input
+    size traced as a symbol, not a constant), from Dynamo's compilation metrics; left unset when Dynamo
+    compiled nothing (a stack that does not compile through it)."""
+    from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
+
+    clear_compilation_metrics()
+    try:
+        yield found
+    finally:
+        sizes = [dims for m in get_compilation_metrics() for dims in _node_sizes(m.graph_node_shapes)]
+        if sizes:
+            found["symbolic"] = any(isinstance(d, str) and _BACKED.search(d) for dims in sizes for d in dims)
+
+
+def _node_sizes(text: str | None) -> list:
+    """Each node's sizes in a compilation metric's ``graph_node_shapes`` (a dict's repr: name -> ints and
+    symbols' names); none where it is empty or not that."""
+    try:
+        graph = ast.literal_eval(text) if text else {}
+    except (ValueError, SyntaxError):
+        return []
+    return [dims for dims in graph.values() if isinstance(dims, list)] if isinstance(graph, dict) else []
 
 
 @register_backend
