@@ -24,12 +24,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS, KEY_COLUMNS,
-                       MISSING, VENDOR_STAGES, Kind, Mode, Status, Symptom, Verdict, bug_keys, error_band)
+from core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS,
+                       GRAD_OUTPUT, GRADIENT_SYMPTOMS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Mode, Status, Symptom,
+                       Verdict, bug_keys, error_band, kernel_op)
 
 from .causes import derive
 from .impact import impact
 from .merge import merge
+from .option_cover import options_of
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
@@ -42,16 +44,18 @@ VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "node_symptom", "output_dtype", "tol_ratio", "task_agree", "node_count",
         "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops", "culprit",
-        "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error", "consensus", "numpy_agrees"]
+        "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error", "consensus", "numpy_agrees",
+        "worst_output"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
-           "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
-           "unmutated", "inherited",
+           "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
+           "mutations", "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
            "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "culprit",
            "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options", "consensus",
            "numpy_agrees", "merged", "known"]
-LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_ops", "output_dtypes", "mutations",
-                "culprit_steps", "merged")
+LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
+                "mutations", "culprit_steps", "merged")
+FORWARD_ANY_PROBE = (Symptom.NUMERIC, Symptom.VALUE)  # forward defects that show on any input reaching them
 
 
 def _col(df: pd.DataFrame, name: str, default=None) -> pd.Series:
@@ -80,7 +84,51 @@ def prepared(df: pd.DataFrame) -> pd.DataFrame:
     with what other rows say of each (``analysis.causes.derive``); a frame already prepared is kept."""
     if "op_inherited" in df.columns:
         return df
-    return derive(df[[c for c in USED if c in df.columns]].reset_index(drop=True))
+    df = derive(df[[c for c in USED if c in df.columns]].reset_index(drop=True))
+    join_forward(df)
+    return df
+
+
+def join_forward(df: pd.DataFrame) -> None:
+    """A training run's gradient divergence, located at a node whose forward value its own check found
+    right, takes the node symptom of the stack's forward divergences at that op (its kernel,
+    ``core.bugs.kernel_op``) on the same seed: on the same probe first, else on any probe where the
+    forward is off in value (``FORWARD_ANY_PROBE``), which a probe hides from the forward alone
+    (a NaN that fills the node's output, values under the absolute tolerance) but not from its
+    gradients. Keyed then as that forward defect (``core.bugs``): one cluster. ``df`` is changed."""
+    if "symptom" not in df.columns:
+        return
+    blamed = df["verdict"].astype("string").eq(str(Verdict.TARGET_DIVERGENT)).fillna(False)
+    blamed = (blamed & df["explanation"].isna() & df["first_div_op"].notna()).to_numpy()
+    gradients = [str(s) for s in GRADIENT_SYMPTOMS]
+    at_node = df["node_symptom"].astype(object).where(df["node_symptom"].notna(), df["symptom"].astype(object))
+    gradient = at_node.isin(gradients).to_numpy()
+    wanting, forward = blamed & gradient, blamed & ~gradient & at_node.notna().to_numpy()
+    if not wanting.any() or not forward.any():
+        return
+    rows = np.flatnonzero(wanting | forward)  # only these: a million records are mostly neither
+    sub = df.iloc[rows]
+    stack = sub["stack"].astype(object).where(sub["stack"].notna() & (sub["stack"] != ""), sub["backend"])
+    where = pd.DataFrame({"seed": _text(sub["seed_id"]), "stack": stack.astype(str), "device": _text(sub["device"]),
+                          "op": sub["first_div_op"].astype(object).map(kernel_op),
+                          "probe": sub["probe"].astype(object).where(sub["probe"].notna(), EXAMPLE_PROBE),
+                          "ns": at_node.iloc[rows], "row": rows})
+    wanting, forward = wanting[rows], forward[rows]
+    place = ["seed", "stack", "device", "op"]
+    seen = where[forward]
+
+    def most(runs, on):  # the node symptom most of them show, per place
+        counts = runs.value_counts([*on, "ns"]).reset_index().sort_values(["count", "ns"], ascending=[False, True],
+                                                                          kind="stable")
+        return counts.drop_duplicates(on)[[*on, "ns"]]
+
+    same = most(seen, [*place, "probe"])
+    anywhere = most(seen[seen["ns"].isin([str(s) for s in FORWARD_ANY_PROBE])], place)
+    found = where[wanting].drop(columns="ns").merge(same, on=[*place, "probe"], how="left")
+    found = found.merge(anywhere.rename(columns={"ns": "ns_any"}), on=place, how="left")
+    ns = found["ns"].fillna(found["ns_any"])
+    joined = ns.notna().to_numpy()
+    df.iloc[found["row"].to_numpy()[joined], df.columns.get_loc("node_symptom")] = ns[joined].to_numpy()
 
 
 def assign(df: pd.DataFrame) -> pd.Series:
@@ -126,8 +174,10 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
         vend = (rows["verdict"] == Verdict.TARGET_DIVERGENT) & (keys["explanation"] == MISSING)
     nodes = pd.to_numeric(_col(rows, "node_count"), errors="coerce").fillna(np.inf)
     inherited = _col(rows, "op_inherited").fillna(False).astype(bool)  # a run that located itself is the better one
-    order = pd.DataFrame({"c": cid, "i": inherited, "n": nodes, "v": _text(rows["variant_id"])}).sort_values(
-        ["c", "i", "n", "v"])
+    gradients = [str(s) for s in GRADIENT_SYMPTOMS]  # a run joined to a forward defect shows it in its gradients alone
+    hidden = _col(rows, "symptom").isin(gradients) & ~keys["symptom"].isin(gradients)  # a forward run represents it
+    order = pd.DataFrame({"c": cid, "i": inherited, "h": hidden, "n": nodes, "v": _text(rows["variant_id"])})
+    order = order.sort_values(["c", "i", "h", "n", "v"])
     rep = order.groupby("c", sort=False).head(1).set_index("c")
     g = pd.DataFrame({"c": cid, "sev": sev, "vend": vend, "seed": rows["seed_id"], "variant": rows["variant_id"],
                       "tol": pd.to_numeric(_col(rows, "tol_ratio"), errors="coerce")}).groupby("c", sort=False)
@@ -143,8 +193,12 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["inherited"] = pd.Series(inherited.to_numpy()).groupby(cid.to_numpy()).sum()
     out["backends"] = _lists(cid, rows["backend"])
     out["probes"] = _lists(cid, _col(rows, "probe").fillna(EXAMPLE_PROBE))  # the input sets it showed on
-    out["modes"] = _lists(cid, _col(rows, "mode").fillna(str(Mode.INFERENCE)))
+    modes = [str(m) for m in Mode]
+    out["modes"] = _lists(cid, _col(rows, "mode").fillna(str(Mode.INFERENCE))).map(
+        lambda v: sorted(v, key=lambda m: modes.index(m) if m in modes else len(modes)))  # inference first
     out["grad_ops"] = _mutations(df, cid, "grad_ops")[0]
+    worst = _col(rows, "worst_output").astype(object)
+    out["grad_at"] = _lists(cid, worst.where(worst.astype(str).str.startswith(GRAD_OUTPUT)))  # its wrong gradients
     out["mutations"], out["unmutated"] = _mutations(df, cid)
     out["representative"], out["rep_nodes"] = rep["v"], rep["n"].replace(np.inf, np.nan)
     first = order.groupby("c", sort=False).head(1).index
@@ -163,18 +217,8 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     return out.reset_index()
 
 
-def _options(text) -> dict:
-    """A record's ``backend_options`` (JSON of a mapping); anything else, as a foreign or torn record
-    may hold, is no options rather than an error that stops the whole triage."""
-    try:
-        value = json.loads(text) if isinstance(text, str) else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.Series:
-    """Per cluster, the options (``k=v``) that every one of its runs had, of those its backend drew more
+    """Per cluster, the options (``k=v``) that every one of its runs had, of those its backend ran with more
     than one value of in the campaign (a target's ``option_space``): what a configuration-only defect needs."""
     if "backend_options" not in df.columns:
         return pd.Series(None, index=cid.unique(), dtype=object)
@@ -182,10 +226,10 @@ def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.
     drawn = set(drawn[drawn > 1].index)
     if not drawn:
         return pd.Series(None, index=cid.unique(), dtype=object)
-    parsed = {s: _options(s) for s in rows["backend_options"].dropna().unique()}
+    parsed = {s: options_of(s) for s in rows["backend_options"].dropna().unique()}
     varying: dict[str, set] = {}
     for backend in drawn:
-        sets = [_options(s) for s in df.loc[df["backend"] == backend, "backend_options"].dropna().unique()]
+        sets = [options_of(s) for s in df.loc[df["backend"] == backend, "backend_options"].dropna().unique()]
         varying[backend] = {k for k in set().union(*sets) if len({json.dumps(o.get(k)) for o in sets}) > 1}
     out = {}
     for c, group in rows.groupby(cid, sort=False):

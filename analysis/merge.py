@@ -17,7 +17,7 @@ import pandas as pd
 from core.bugs import ReproStatus
 
 SUMMED = ("count", "variants", "unmutated", "inherited")
-JOINED = ("seed_ids", "families", "backends", "probes", "ops", "output_dtypes", "mutations")
+JOINED = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "output_dtypes", "mutations")
 HIGHEST = ("severity", "max_tol_ratio")
 
 
@@ -59,7 +59,7 @@ def merge(clusters: pd.DataFrame, signatures: dict[str, tuple]) -> pd.DataFrame:
             clusters.at[keep, c] = clusters.loc[rows, c].sum()
         clusters.at[keep, "seeds"] = len({s for r in rows for s in clusters.at[r, "seed_ids"]}) or \
             clusters.loc[rows, "seeds"].max()
-        for c in JOINED:
+        for c in (c for c in JOINED if c in clusters):
             clusters.at[keep, c] = list(dict.fromkeys(x for r in rows for x in clusters.at[r, c]))
         clusters.at[keep, "vendor"] = bool(clusters.loc[rows, "vendor"].any())
         for c in (c for c in HIGHEST if c in clusters):

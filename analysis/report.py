@@ -183,7 +183,8 @@ def _clusters(run: Run, out_dir=None) -> tuple[str, str]:
         "where in the compiler": [culprit_text(r) for r in shown.itertuples()],
         "shared options": shown["shared_options"].fillna(""),
         "backends": shown["backends"].map(", ".join), "probes": shown["probes"].map(lambda v: ", ".join(v[:4])),
-        "modes": shown["modes"].map(", ".join), "families": shown["families"].map(lambda v: ", ".join(v[:5])),
+        "modes": shown["modes"].map(", ".join), "gradients": shown["grad_at"].map(lambda v: ", ".join(v[:4])),
+        "families": shown["families"].map(lambda v: ", ".join(v[:5])),
         "mutations": shown["mutations"].map(lambda v: ", ".join(v[:5])), "representative": shown["representative"],
     }) if len(c) else c
     note = ('<p class="note">reproducer: what <code>gapfuzz repro RUN_DIR CLUSTER</code> wrote for a cluster; why: '

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage, Symptom
+from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Mode, Stage, Symptom
 
 from .table import format_table
 
@@ -102,14 +102,18 @@ def describe(row) -> str:
     band = "" if row.band in (None, "-") else f", tol_ratio up to {row.band}"
     dtype = row.output_dtype if _given(row.output_dtype) and row.output_dtype != "-" else \
         _items(getattr(row, "output_dtypes", None) or ["-"])
-    modes = getattr(row, "modes", None)
-    mode = "training: " if modes is not None and list(modes) == ["training"] else ""
+    modes = list(getattr(row, "modes", None) if getattr(row, "modes", None) is not None else [])
+    mode = f"{'+'.join(modes)}: " if Mode.TRAINING in modes else ""
+    grads = getattr(row, "grad_at", None)
+    seen = f"; gradients: {_items(grads)}" if grads is not None and len(grads) else ""  # the wrong gradients
+    if seen and not str(row.symptom).startswith("grad") and grad_ops is not None and len(grad_ops):
+        seen += f" (backward: {_items(grad_ops)})"  # a forward defect's gradients: the backward ops they took
     suspect = ""
     if row.verdict == "reference-suspect":
         numpy = getattr(row, "numpy_agrees", None)
         suspect = f"; PyTorch's: {getattr(row, 'consensus', None) or 'the targets'} agree" + \
             (", numpy too" if numpy is True else "")
-    return f"{_caused(row)}{mode}{row.symptom} {row.verdict}{where} ({dtype}{band}){suspect}"
+    return f"{_caused(row)}{mode}{row.symptom} {row.verdict}{where} ({dtype}{band}){seen}{suspect}"
 
 
 def culprit_text(row) -> str:
@@ -208,7 +212,7 @@ WHY_DIMENSIONS = (  # what a cluster's runs may differ in and still be one bug: 
     ("output_dtype", "output dtypes (identity only where the op passes at another dtype)"),
     ("symptom", "what the model's output showed (severity)"), ("task_agree", "task agreement (severity)"),
     ("probe", "input sets"), ("backend", "backend labels"), ("seed_id", "seeds"), ("mode", "modes"),
-    ("first_div_op", "operators (keyed by the culprit pass instead)"), ("consensus", "stacks that agree"),
+    ("first_div_op", "operators (keyed by their kernel, or by the culprit pass)"), ("consensus", "stacks that agree"),
     ("numpy_agrees", "numpy gives their answer"), ("explain_ratio", None),
 )
 

@@ -27,6 +27,13 @@ order, an ill-conditioned reference, amplified rounding) make ``benign`` cluster
 A compiler finding whose cause was bisected to a pass (``culprit``: backend, subsystem and pass,
 ``workers.culprit``) is keyed by that pass in place of its op: one pass that breaks two ops is one
 bug, one op that two passes break is two; a key without a culprit keeps the id it always had.
+An op is keyed by the kernel it runs (``KERNEL_OF``): ``linear`` and ``addmm`` are ``mm`` with a
+bias on every stack (eager's kernels, Inductor's lowering), so one matrix-product defect is one
+cluster whether a graph held ``linear`` or ``mm``; the cluster lists the ops it was located at. In
+training, a gradient divergence located at a node whose forward value diverges too is that forward
+defect: its symptom is the node's forward one (``node_symptom``, from ``workers.grad_align`` on the
+same run, or from the forward runs of the same seed, ``analysis.clusters.join_forward``), so its key
+is the forward divergence's, and the cluster lists its modes and the gradients it was seen at.
 
 Nothing here imports torch; pyarrow is imported by the functions that need it.
 """
@@ -122,6 +129,7 @@ class Mode(StrEnum):
 
 
 GRADIENT_SYMPTOMS = (Symptom.GRAD_NONFINITE, Symptom.GRAD)
+GRAD_OUTPUT = "grad:"  # a training run's gradient outputs are named grad:<parameter>, grad:input:<name>
 
 
 class ReproStatus(StrEnum):
@@ -178,6 +186,13 @@ KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "m
                "culprit", "node_symptom", "dtype_specific", "probe")  # what a key reads
 MISSING = "-"
 INPUT = "input:"  # a first divergent "op" that is a graph input the stack received wrong (input:<layout>)
+# graph ops that run another op's kernel on every stack (eager's kernels, Inductor's lowering): keyed by that kernel
+KERNEL_OF = {"aten.linear.default": "aten.mm.default", "aten.addmm.default": "aten.mm.default"}
+
+
+def kernel_op(op: str) -> str:
+    """The op a key names for a located op: the kernel it runs (``KERNEL_OF``), else itself."""
+    return KERNEL_OF.get(op, op)
 
 
 def key_id(*parts: str | None) -> str:
@@ -231,7 +246,8 @@ class BugKey:
             if other["verdict"] not in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT):
                 return False
         same = all(a == b for n, a, b in zip(self.names, self.parts, other.parts) if n not in skip)
-        return same and (op == MISSING or op in ops or op.startswith(INPUT))  # an input is in every graph
+        kernels = {kernel_op(str(o)) for o in ops}
+        return same and (op == MISSING or op in kernels or op.startswith(INPUT))  # an input is in every graph
 
 
 def error_band(tol_ratio):
@@ -246,6 +262,15 @@ def error_band(tol_ratio):
     index = pc.if_else(unknown, 8.0, pc.if_else(pc.less(safe, 1.0), 0.0, pc.add(decade, 1.0)))
     labels = pa.array(["<1", *[f"1e{i}" for i in range(6)], "1e6+", MISSING])
     return pc.take(labels, pc.cast(index, pa.int64()))
+
+
+def kernel_ops(ops):
+    """``kernel_op`` of every op of a string array."""
+    import pyarrow.compute as pc
+
+    for op, kernel in KERNEL_OF.items():
+        ops = pc.if_else(pc.equal(ops, op), kernel, ops)
+    return ops
 
 
 def bug_keys(table: pa.Table) -> pa.Table:
@@ -285,7 +310,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
     discrepancy = pc.and_(among(status, COMPLETED), diverged)
     located = pc.not_equal(text(col("first_div_op")), MISSING)
     own = text(col("symptom"))  # the model output's: severity, not identity, once the node is known
-    at_node = pc.if_else(pc.and_(located, pc.invert(among(own, GRADIENT_SYMPTOMS))), text(col("node_symptom")), MISSING)
+    at_node = pc.if_else(located, text(col("node_symptom")), MISSING)  # a gradient's: its node's forward, if wrong
     symptom = pc.if_else(pc.not_equal(at_node, MISSING), at_node,
                          pc.if_else(pc.and_(pc.equal(own, MISSING), task), str(Symptom.TASK), own))
     at_overflow = pc.fill_null(among(col("probe"), [f"edge:{e}" for e in OVERFLOW_EDGES]), False)
@@ -308,7 +333,7 @@ def bug_keys(table: pa.Table) -> pa.Table:
              "failing_op": pc.if_else(limit, MISSING, text(failing_op_unique(col("message")))),  # a limit's tail: incidental
              "template": text(tpl), "verdict": unless_explained(text(verdict)),
              "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
-             "first_div_op": unless_explained(pc.if_else(named, MISSING, text(col("first_div_op")))),
+             "first_div_op": unless_explained(pc.if_else(named, MISSING, kernel_ops(text(col("first_div_op"))))),
              "output_dtype": unless_explained(dtype), "explanation": explanation,
              "culprit": culprit, "band": error_band(col("tol_ratio", pa.float64()))}
     benign = pc.and_(discrepancy, among(explanation, BENIGN))

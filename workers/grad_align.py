@@ -11,6 +11,11 @@ recorded with it, so a report names what to look at: ``convolution_backward``, n
 A defect that needs several nodes together (a fusion across them) shows in no single node: then
 the location is the forward node that uses the parameter or input whose gradient is wrong, last
 in graph order (the first such gradient backward computes).
+
+The one-node check runs that node's forward too. Where its forward value diverges (a model's
+later layers hid it from the outputs: a normalisation, a value under the absolute tolerance), the
+gradient is wrong because the forward is: the node's symptom (``node_symptom``) is the forward's,
+so the run is keyed as that forward defect (``core.bugs``), not as a backward one.
 """
 from __future__ import annotations
 
@@ -97,8 +102,11 @@ class GradAligner:
         self.s, self.wrong = settings, wrong  # the names of the gradient outputs that diverge
         self.values = all_values(variant.gm, variant.inputs, reference_device)
         self.prepares = 0
+        self.forward: dict = {}  # node -> the Closeness of its forward value where the target's diverges
 
-    def _diverges(self, gm: fx.GraphModule, fed: tuple) -> bool:
+    def _diverges(self, node: fx.Node, gm: fx.GraphModule, fed: tuple) -> bool:
+        """Whether ``gm`` (``node`` alone) diverges forward or backward on the target, as the oracle
+        attributes it; a forward value that diverges is kept (``self.forward``)."""
         ref = train_step(prepare_eager(gm, fed, "cpu", {})[0], [], fed)
         oracle = train_step(prepare_eager_fp64(gm, fed, "cpu", {})[0], [], fed)
         on_device = tuple(t.to(self.input_device) for t in fed)
@@ -107,6 +115,9 @@ class GradAligner:
         out = [t.detach().cpu() for t in train_step(fn, [], on_device)]
         if compare(out, ref, self.s).passed:
             return False
+        forward = attribute(out[:1], ref[:1], oracle[:1], self.s)  # one node: one forward output, then the loss
+        if forward.verdict == Verdict.TARGET_DIVERGENT:
+            self.forward[node.name] = forward.closeness
         return attribute(out, ref, oracle, self.s).verdict == Verdict.TARGET_DIVERGENT
 
     def by_nodes(self) -> fx.Node | None:
@@ -118,7 +129,7 @@ class GradAligner:
             if single is None:
                 continue
             try:
-                if self._diverges(*single):
+                if self._diverges(n, *single):
                     return n
             except Exception:  # noqa: BLE001 - a node the stack cannot compile alone says nothing
                 continue
@@ -140,6 +151,9 @@ class GradAligner:
             return {"align_error": "no node's backward diverges alone, and no wrong gradient has an owner",
                     "align_prepares": self.prepares}
         result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares}
+        forward = self.forward.get(node.name)
+        if forward is not None:  # the node's forward is wrong: the gradient is that forward defect's
+            result.update(node_symptom=str(forward.symptom), node_dtype=forward.output_dtype)
         single = one_node(node, self.values)
         if single is not None:
             try:

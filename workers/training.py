@@ -19,8 +19,9 @@ import contextlib
 import torch
 import torch.fx as fx
 
+from core.bugs import GRAD_OUTPUT as GRAD  # the prefix of every gradient output's name
+
 LOSS = "loss"
-GRAD = "grad:"  # the prefix of every gradient output's name
 PROJECTION_SEED = 20261201
 
 
