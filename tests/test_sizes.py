@@ -59,6 +59,8 @@ def test_a_model_keeps_its_weights_at_every_size():
     assert vit.args[0].shape[-1] == 96 and vit.model.patch_embed.img_size == (96, 96)
     bert = create_seed("hf/bert/masked-lm@33")
     assert bert.kwargs["input_ids"].shape[-1] == 33
+    long = create_seed("hf/gpt2/causal-lm@1025")  # past the tiny config's positions: as many as tokens
+    assert long.kwargs["input_ids"].shape[-1] == 1025 and long.model.config.n_positions == 1025
 
 
 def test_a_campaign_plans_its_sizes_as_seeds_of_their_own_with_fewer_variants():

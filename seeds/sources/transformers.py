@@ -4,8 +4,9 @@ Ids are ``hf/<model_type>/<head>``. The listing reads only the auto mapping tabl
 model type's default config, shrinks every size attribute it has (recursively through sub-configs)
 while keeping head counts and per-layer patterns consistent, and feeds inputs made for the modality.
 
-Sizes (``hf/bert/masked-lm@33``): the sequence length of text models (up to the tiny config's
-position count); a model whose main input is not token ids is not rebuilt at a size. Widths
+Sizes (``hf/bert/masked-lm@33``): the sequence length of text models, to both sides of the attention
+kernels' blocks (past the tiny config's 64 positions, the model gets as many positions as tokens); a
+model whose main input is not token ids is not rebuilt at a size. Widths
 (``hf/llama/causal-lm@w2048``): the hidden size, with heads and feed-forward sizes to match
 (``tiny_config.widen_config_dict``).
 """
@@ -57,8 +58,11 @@ def _find(config, attr: str, default=None):
     return default
 
 
-# Sequence lengths up to the tiny configs' 64 positions: 1, primes and 2^k+-1.
-SEQUENCE_LENGTHS = (1, 2, 3, 5, 7, 13, 15, 17, 31, 32, 33, 63, 64)
+# Sequence lengths: 1, primes and 2^k+-1 up to the tiny configs' 64 positions, then both sides of the
+# attention kernels' block lengths (a rebuilt seed past 64 gets as many positions as tokens).
+SEQUENCE_LENGTHS = (1, 2, 3, 5, 7, 13, 15, 17, 31, 32, 33, 63, 64,
+                    1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097)
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_target_positions", "n_ctx", "max_length")
 TEXT_HEADS = ("base", "causal-lm", "masked-lm", "seq2seq-lm", "sequence-classification", "token-classification",
               "question-answering", "multiple-choice")
 
@@ -186,6 +190,10 @@ class TransformersSource(SeedSource):
         sized = SizedId.parse(seed_id)
         model_cls, config = self._class_and_config(seed_id, sized)
         model_type, head = sized.base.split("/")[1:3]
+        for cfg in {id(c): c for c in (config, config.get_text_config(decoder=True))}.values():
+            for key in POSITION_KEYS if (sized.size or 0) > SEQ else ():  # as many positions as tokens
+                if isinstance(getattr(cfg, key, None), int) and getattr(cfg, key) < sized.size:
+                    setattr(cfg, key, sized.size)
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
         try:
             model = model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager").eval()
