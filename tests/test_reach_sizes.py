@@ -65,3 +65,32 @@ def test_a_softmax_that_reads_one_block_along_its_dim_is_found_only_along_that_d
     assert (mine[~mine["seed_id"].isin(wrong)]["status"] == "ok").all()  # main sizes and widths stay below 2048
     found = run.clusters(vendor=True)
     assert len(found) == 1 and found.iloc[0]["first_div_op"] == "aten.softmax.int", found
+
+
+TAIL = """
+name: tail
+seed: 0
+seeds:
+  - {source: timm, include: [test_convnext]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0}  # widths as by default: one per seed, handed out 2050 first
+probes: {per_variant: 1}
+backends:
+  targets: [{class: "tests.size_backends:TailMatmul", device: cpu}]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_matrix_product_that_drops_its_tail_past_2048_is_found_in_a_model_by_the_default_widths(tmp_path, local_ray):
+    from tests.conftest import run_campaign
+
+    run = run_campaign(TAIL, tmp_path / "tail")
+    runs = run.records()
+    mine = runs[runs["backend"] == "tail-matmul@cpu"]
+    assert set(mine[mine["status"] == "mismatch"]["seed_id"]) == {"timm/test_convnext@w2050"}
+    assert (mine[mine["seed_id"] == "timm/test_convnext"]["status"] == "ok").all()
+    found = run.clusters(vendor=True)
+    assert len(found[found["backends"].map(lambda b: "tail-matmul@cpu" in b)]) == 1
