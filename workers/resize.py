@@ -27,6 +27,7 @@ from .probes import (
     Probe,
     ProbeSettings,
     make_inputs,
+    resize_dims,
     roles,
 )
 
@@ -103,7 +104,7 @@ def _accepts(gm: fx.GraphModule, inputs: tuple, input_roles: list[str], probe: P
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     params = dict(probe.params)
-    shapes = _resized_shapes(inputs, _dims(params["dims"]), params["length"])
+    shapes = _resized_shapes(inputs, resize_dims(params["dims"]), params["length"])
     quiet = logging.getLogger("torch._subclasses.fake_tensor")  # it logs each refusal as an error
     was, quiet.disabled = quiet.disabled, True
     try:
@@ -121,39 +122,3 @@ def _accepts(gm: fx.GraphModule, inputs: tuple, input_roles: list[str], probe: P
         return True
     except Exception:  # noqa: BLE001 - the graph refuses the size
         return False
-
-
-def _dims(text: str) -> list[tuple[int, int]]:
-    return [tuple(int(x) for x in part.split(".")) for part in text.split(",")]
-
-
-def resized(inputs: tuple, input_roles: list[str], params: dict, g: torch.Generator) -> tuple:
-    """The inputs with each named (input, dim) at ``length``: cut short, or the example's values repeated
-    along it (an index stays valid) with numbers and masks past the example's length drawn afresh (a
-    kernel that wraps around to the start reads values other than the right ones)."""
-    out = list(inputs)
-    for i, d in _dims(params["dims"]):
-        out[i] = _stretched(out[i].detach().cpu(), d, params["length"], input_roles[i], g)
-    return tuple(t.to(inputs[i].device) if isinstance(t, torch.Tensor) else t for i, t in enumerate(out))
-
-
-def _stretched(t: torch.Tensor, dim: int, length: int, role: str, g: torch.Generator) -> torch.Tensor:
-    n = t.shape[dim]
-    if length <= n:
-        return t.narrow(dim, 0, length).contiguous()
-    out = t.index_select(dim, torch.arange(length) % n)
-    if role == "index" or not t.numel():
-        return out
-    shape = list(t.shape)
-    shape[dim] = length - n
-    if role == "mask":
-        fresh = torch.rand(shape, generator=g) < 0.5
-    elif role == "integer":
-        lo, hi = int(t.min()), int(t.max())
-        fresh = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64) if hi > lo else torch.full(shape, lo)
-    else:
-        finite = t[torch.isfinite(t)].abs() if not t.is_complex() else t.abs()
-        scale = float(finite.max()) if finite.numel() and float(finite.max()) > 0 else 1.0
-        fresh = torch.randn(shape, generator=g, dtype=torch.float64) * scale
-    out.narrow(dim, n, length - n).copy_(fresh.to(t.dtype))
-    return out
