@@ -55,6 +55,7 @@ COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "imp
            "numpy_agrees", "merged", "known"]
 LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
                 "mutations", "culprit_steps", "merged")
+GRADIENTS = [str(s) for s in GRADIENT_SYMPTOMS]
 FORWARD_ANY_PROBE = (Symptom.NUMERIC, Symptom.VALUE)  # forward defects that show on any input reaching them
 
 
@@ -100,9 +101,8 @@ def join_forward(df: pd.DataFrame) -> None:
         return
     blamed = df["verdict"].astype("string").eq(str(Verdict.TARGET_DIVERGENT)).fillna(False)
     blamed = (blamed & df["explanation"].isna() & df["first_div_op"].notna()).to_numpy()
-    gradients = [str(s) for s in GRADIENT_SYMPTOMS]
     at_node = df["node_symptom"].astype(object).where(df["node_symptom"].notna(), df["symptom"].astype(object))
-    gradient = at_node.isin(gradients).to_numpy()
+    gradient = at_node.isin(GRADIENTS).to_numpy()
     wanting, forward = blamed & gradient, blamed & ~gradient & at_node.notna().to_numpy()
     if not wanting.any() or not forward.any():
         return
@@ -174,8 +174,8 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
         vend = (rows["verdict"] == Verdict.TARGET_DIVERGENT) & (keys["explanation"] == MISSING)
     nodes = pd.to_numeric(_col(rows, "node_count"), errors="coerce").fillna(np.inf)
     inherited = _col(rows, "op_inherited").fillna(False).astype(bool)  # a run that located itself is the better one
-    gradients = [str(s) for s in GRADIENT_SYMPTOMS]  # a run joined to a forward defect shows it in its gradients alone
-    hidden = _col(rows, "symptom").isin(gradients) & ~keys["symptom"].isin(gradients)  # a forward run represents it
+    # a run joined to a forward defect shows it in its gradients alone: a forward run represents it
+    hidden = _col(rows, "symptom").isin(GRADIENTS) & ~keys["symptom"].isin(GRADIENTS)
     order = pd.DataFrame({"c": cid, "i": inherited, "h": hidden, "n": nodes, "v": _text(rows["variant_id"])})
     order = order.sort_values(["c", "i", "h", "n", "v"])
     rep = order.groupby("c", sort=False).head(1).set_index("c")
