@@ -159,9 +159,10 @@ class Explanation(StrEnum):
     REDUCTION_ORDER = "reduction-order"  # eager summing in another order differs as much
     ILL_CONDITIONED = "ill-conditioned"  # the reference is as far from float64 as the target
     AMPLIFIED = "amplified"  # rounding blown up by a discontinuous op (tier 2)
+    PLATFORM = "platform"  # eager on the target's own device gives the same answer: the platform's, not the stack's
 
 
-BENIGN = (Explanation.REDUCTION_ORDER, Explanation.ILL_CONDITIONED, Explanation.AMPLIFIED)
+BENIGN = (Explanation.REDUCTION_ORDER, Explanation.ILL_CONDITIONED, Explanation.AMPLIFIED, Explanation.PLATFORM)
 
 
 DEFAULT_REFERENCE = "eager@cpu"  # a campaign's reference and oracle when it names none

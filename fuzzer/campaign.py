@@ -11,7 +11,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -312,10 +312,12 @@ def _resolve(config: dict, source: str) -> Campaign:
         if not (isinstance(entry, dict) and "mode" in entry):
             t.modes = tuple(config["mode"])
     modes = tuple(m for m in Mode if any(m in t.modes for t in targets))
+    reference = backend_spec(b["reference"], source, "backends.reference")
     backends = BackendSet(
-        reference=backend_spec(b["reference"], source, "backends.reference"),
+        reference=reference,
         oracle=None if b["oracle"] is None else backend_spec(b["oracle"], source, "backends.oracle"),
-        targets=targets, skip_unavailable=b["skip_unavailable"])
+        targets=targets, skip_unavailable=b["skip_unavailable"],
+        device_references=device_references(reference, targets) if b["device_reference"] else {})
     for spec in (backends.reference, backends.oracle):
         if spec is not None:
             spec.modes = modes
@@ -346,6 +348,29 @@ def _resolve(config: dict, source: str) -> Campaign:
                            tuple(sorted(set(config["sizes"]["values"]))), config["sizes"]["widths"],
                            tuple(sorted(set(config["sizes"]["width_values"])))),
         train_layers=config["train_layers"], address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
+
+
+def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dict[str, str]:
+    """For each device other than the reference's where another stack runs, the reference's stack on
+    that device (device -> its name), appended to ``targets`` in the modes of that device's targets when
+    the campaign does not name it: a compiler on a GPU is judged against eager on the GPU, and eager on
+    the GPU against eager on the host (the platform's comparison)."""
+    found = {}
+    for device in dict.fromkeys(t.device for t in targets if t.device != reference.device):
+        here = [t for t in targets if t.device == device]
+        if all(t.stack == reference.stack and t.cls_path == reference.cls_path for t in here):
+            continue  # eager alone on that device: the platform's comparison only
+        ref = replace(reference, device=device, options=dict(reference.options), option_space={})
+        if device not in ref.backend_cls().devices:
+            continue  # that stack does not run there: the host's reference judges
+        named = next((t for t in here if t.name == ref.name), None)
+        modes = tuple(m for m in Mode if any(m in t.modes for t in here))
+        if named is None:
+            targets.append(replace(ref, modes=modes))
+        else:
+            named.modes = tuple(m for m in Mode if m in named.modes or m in modes)
+        found[device] = ref.name
+    return found
 
 
 def _check_training(b: BackendSet, modes: tuple, source: str) -> None:

@@ -93,7 +93,7 @@ SCHEMA = {
         "backends": {"type": "object", "additionalProperties": False, "required": ["targets"], "properties": {
             "reference": _BACKEND, "oracle": {"oneOf": [_BACKEND, {"type": "null"}]},
             "targets": {"type": "array", "items": _BACKEND},
-            "skip_unavailable": {"type": "boolean"}}},
+            "skip_unavailable": {"type": "boolean"}, "device_reference": {"type": "boolean"}}},
         "pools": {"type": "object", "additionalProperties": False,
                   "properties": {d: _POOL for d in ("cpu", "cuda", "mps", "xpu", "npu")}},
         "run": {"type": "object", "additionalProperties": False, "properties": {
@@ -137,7 +137,8 @@ DEFAULTS = {
                  "guidance": GuidanceMode.UNIFORM.value, "max_tries": 8},
     "probes": {"per_variant": 8, "kinds": list(DEFAULT_KINDS)},
     "sizes": {"per_seed": 3, "variants": 1, "values": list(DIMENSION_SIZES), "widths": 1, "width_values": list(WIDTHS)},
-    "backends": {"reference": DEFAULT_REFERENCE, "oracle": DEFAULT_ORACLE, "targets": [], "skip_unavailable": False},
+    "backends": {"reference": DEFAULT_REFERENCE, "oracle": DEFAULT_ORACLE, "targets": [], "skip_unavailable": False,
+                 "device_reference": True},
     "pools": {},
     "run": {"timeout_s": 300, "repeats": 3, "retry_faults": True, "flush_every": 1000},
     "compare": {"tolerances": {}, "sweep": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2], "multiplier": 3.0, "far": 1000.0,

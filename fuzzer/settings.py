@@ -2,7 +2,7 @@
 stage that needs them (the plan, the builds, the pools, the judge, the reducer)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.bugs import StrEnum
 from workers.compare import Tolerances
@@ -73,6 +73,9 @@ class BackendSet:
     oracle: BackendSpec | None
     targets: list[BackendSpec]
     skip_unavailable: bool
+    # device -> the reference's stack on it: what a target on that device is judged against (the reference
+    # itself judges that one: the platform's comparison); added to the targets where the campaign names none
+    device_references: dict = field(default_factory=dict)
 
     def all(self) -> list[BackendSpec]:
         """Reference first, then the oracle, then the targets; duplicates dropped."""

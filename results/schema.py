@@ -59,6 +59,8 @@ class RunRecord:
     # tier 1 and attribution
     verdict: str | None = None  # core.bugs.Verdict: agree target-divergent reference-divergent ill-conditioned
     # amplified no-oracle oracle no-reference reference-suspect
+    judged_against: str | None = None  # the backend the verdict compares with: the reference, or eager on the
+    # target's own device (``backends.device_reference``)
     symptom: str | None = None  # core.bugs.Symptom: structure shape dtype nonfinite integer value numeric task grad*
     mismatched_outputs: int | None = None
     worst_output: str | None = None
@@ -118,6 +120,7 @@ class RunRecord:
     compiler_passes: list[str] = field(default_factory=list)  # the Inductor passes that ran: pass coverage
     compiler_patterns: list[str] = field(default_factory=list)  # its pattern-matcher patterns that fired
     symbolic: bool | None = None  # a graph Dynamo compiled in the run had symbolic sizes; null: no Dynamo compile
+    tf32: bool | None = None  # the platform's TF32 for matrix products and convolutions was on (workers.platform)
     host: str = ""
     worker: str = ""
     worker_s: float | None = None

@@ -80,9 +80,9 @@ def _judged(target: list, reference: list, s: Tolerances) -> dict:
     return {"verdict": Verdict.TARGET_DIVERGENT, "symptom": c.symptom, "tol_ratio": c.tol_ratio}
 
 
-def _explained(target, reference, gm, inputs, s, device="cpu", precisions=frozenset()):
+def _explained(target, reference, gm, inputs, s, tf32=False, precisions=frozenset()):
     judged = _judged(target, reference, s)
-    modes = hypotheses(judged["verdict"], device, set(precisions))
+    modes = hypotheses(judged["verdict"], tf32, set(precisions))
     return explain(judged["symptom"], target, reference, measure(emulate(gm, inputs, modes), reference, s), s)
 
 
@@ -102,7 +102,7 @@ def test_bfloat16_holds_for_a_stack_computing_in_it_and_not_for_a_constant_two_p
     assert _explained(two_percent, reference, gm, (x, w), s, precisions=bf16) is None
 
 
-def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_inputs_on_cuda():
+def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_inputs_with_tf32_on():
     s = Tolerances()
     torch.manual_seed(1)
     x = torch.randn(4, 4096) * 1e3
@@ -115,9 +115,9 @@ def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_i
     mm = _graph(lambda p, q: p @ q, a, b)
     reference = [mm(a, b)]
     tf32 = [round_tf32(a) @ round_tf32(b)]
-    found = _explained(tf32, reference, mm, (a, b), s, device="cuda")
+    found = _explained(tf32, reference, mm, (a, b), s, tf32=True)
     assert found is not None and found[0] == Explanation.TF32
-    assert _explained(tf32, reference, mm, (a, b), s, device="cpu") is None  # no CPU kernel rounds to TF32
+    assert _explained(tf32, reference, mm, (a, b), s, tf32=False) is None  # TF32 off: rounding is a finding
 
 
 @pytest.mark.parametrize("seed_id", ["timm/test_resnet", "timm/test_vit"])
@@ -149,7 +149,7 @@ def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
     judged = _judged(wide, reference, s)
     judged["verdict"] = Verdict.REFERENCE_DIVERGENT  # float64 blames eager's float16 rounding
     if judged["symptom"] is not None:
-        emulated = emulate(gm, (x, w), hypotheses(judged["verdict"], "cpu", set()))
+        emulated = emulate(gm, (x, w), hypotheses(judged["verdict"], False, set()))
         found = explain(judged["symptom"], wide, reference, measure(emulated, reference, s), s)
         assert found is not None and found[0] == Explanation.FLOAT32
 

@@ -60,7 +60,7 @@ def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference:
             done[case] = claimed
             continue
         probe = next((p for p in job.probes if p.name == o.probe), Probe())
-        ref = known.get((reference, o.probe))
+        ref = known.get((o.judged_against or reference, o.probe))
         t0 = time.perf_counter()
         columns = bisect_run(job, spec, o, probe, ref) if o.compiler in TORCH_COMPILERS else \
             differential(job, spec, o, probe, ref)

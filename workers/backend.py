@@ -113,9 +113,15 @@ class Backend:
 
     @classmethod
     def check_options(cls, options: dict) -> str | None:
-        """What is wrong with ``options`` for this stack (one line), None when nothing is."""
+        """What is wrong with ``options`` for this stack (one line), None when nothing is; the platform's
+        (``workers.platform``: ``tf32``) every stack takes."""
+        from .platform import backend_options, option_problem
+
+        problem = option_problem(options)
+        if problem:
+            return problem
         known = cls.known_options()
-        for key in options if known is not None else ():
+        for key in backend_options(options) if known is not None else ():
             if key not in known:
                 return f"{cls.name} has no option {key!r}" + (did_you_mean(key, known) if known else
                                                              " (it takes none)")

@@ -24,6 +24,7 @@ from . import pipe
 from .backend import stage_of
 from .messages import Execution, PayloadReply
 from .outcome import new_outcome
+from .platform import Precision
 from .probes import RESIZE, Probe, ProbeSettings, choose, probed, roles, run_probes
 from .resize import resize_probes
 from .sandbox import RAISED, REPLY, rss_bytes
@@ -188,7 +189,9 @@ class Executor:
         from core.ir import clone_exact
 
         self._settle()
+        precision = Precision.of(spec.options)
         result = new_outcome(spec, **self.checksums)
+        result.tf32 = precision.tf32
         outputs, probe_runs, sizes = None, [], {}
         device = spec.device
         stage, started = Stage.COMPILE, None
@@ -203,7 +206,7 @@ class Executor:
             if training and not backend.trains:
                 raise NotImplementedError(f"{spec.stack} does not train (its prepared callable is not differentiable)")
             with torch.enable_grad() if training else torch.no_grad(), inductor_counters() as compiled, \
-                    symbolic_sizes(sizes):
+                    symbolic_sizes(sizes), precision.applied():
                 t0 = started = time.perf_counter()
                 try:
                     fn = _prepared(backend, variant, inputs, spec.device)
@@ -273,7 +276,8 @@ class Executor:
         def good() -> bool:
             torch._dynamo.reset()
             try:
-                with torch.enable_grad() if variant.mode == Mode.TRAINING else torch.no_grad():
+                with torch.enable_grad() if variant.mode == Mode.TRAINING else torch.no_grad(), \
+                        Precision.of(spec.options).applied():
                     fn = _prepared(spec.create(), variant, first or inputs, spec.device)
                     if first:
                         fn(*(clone_exact(t) for t in first))
@@ -308,11 +312,12 @@ class Executor:
             first = tuple(t.to(input_device) for t in example.inputs)
             make = lambda: CompiledAtExample(spec.create(), first)  # noqa: E731
         try:
-            if wrong_grads:
-                return GradAligner(variant, make, spec.device, input_device, settings, list(wrong_grads),
-                                   reference_device).locate()
-            aligner = Aligner(variant, make, spec.device, input_device, settings, reference_device, symptom)
-            return aligner.locate(backend.capture_nodes)
+            with Precision.of(spec.options).applied():
+                if wrong_grads:
+                    return GradAligner(variant, make, spec.device, input_device, settings, list(wrong_grads),
+                                       reference_device).locate()
+                aligner = Aligner(variant, make, spec.device, input_device, settings, reference_device, symptom)
+                return aligner.locate(backend.capture_nodes)
         finally:
             self._release(spec.device)
 

@@ -5,7 +5,7 @@ A hypothesis says how the target computes the variant differently (``workers.emu
 compute it that way): in bfloat16 or float16, which is tested only for a stack that says it
 computes so (its reported ``backend_info`` or its options name the precision: OpenVINO's CPU
 plugin reports bfloat16 inference), so that a kernel of another stack as far off as bfloat16
-stays a finding; with TF32 matmul and convolution operands, on CUDA devices only; a float16 or
+stays a finding; with TF32 matmul and convolution operands, where the run had the platform's TF32 on; a float16 or
 bfloat16 graph in float32 throughout (the mirror, which explains a reference less exact than the
 target); sums accumulated in another order. The emulation is compared with the reference on the
 same probe's inputs. A precision hypothesis holds when the emulation is as far from the reference
@@ -47,11 +47,12 @@ def declared(*settings: dict) -> set[Explanation]:
     return {mode for mode, pattern in DECLARES.items() if pattern.search(text)}
 
 
-def hypotheses(verdict: str, device: str, precisions: set) -> tuple[Explanation, ...]:
-    """What to test for a run with this verdict on this device, of a stack computing in ``precisions``."""
+def hypotheses(verdict: str, tf32: bool, precisions: set) -> tuple[Explanation, ...]:
+    """What to test for a run with this verdict, with the platform's TF32 on or off (``workers.platform``:
+    a stack that rounds to TF32 with it off is a finding), of a stack computing in ``precisions``."""
     if verdict == Verdict.TARGET_DIVERGENT:
-        tf32 = (Explanation.TF32,) if device.startswith("cuda") else ()
-        return (Explanation.REDUCTION_ORDER, *[m for m in NARROWER if m in precisions], *tf32)
+        return (Explanation.REDUCTION_ORDER, *[m for m in NARROWER if m in precisions],
+                *((Explanation.TF32,) if tf32 else ()))
     if verdict == Verdict.REFERENCE_DIVERGENT:  # a wider stack is the closer one
         return Explanation.REDUCTION_ORDER, Explanation.FLOAT32
     return ()

@@ -57,6 +57,7 @@ class JudgeSettings:
     explain: bool = True  # test explanation hypotheses on eager for divergent runs (workers.explain)
     bisect: bool = True  # attribute a finding inside its stack, once per case (workers.culprit)
     bisect_budget_s: float = 900.0  # one bisection's wall-time budget
+    device_references: dict = field(default_factory=dict)  # device -> what its targets are judged against
 
 
 @dataclass

@@ -84,8 +84,10 @@ class BackendSpec:
         return load_class(self.cls_path) if self.cls_path else backend_class(self.stack)
 
     def create(self) -> Backend:
-        cls = self.backend_cls()
-        return cls(**self.options) if self.options else cls()
+        from .platform import backend_options
+
+        cls, options = self.backend_cls(), backend_options(self.options)  # the platform's are the executor's
+        return cls(**options) if options else cls()
 
     def unavailable_reason(self) -> str | None:
         return self.backend_cls().unavailable_reason(self.device)

@@ -13,8 +13,6 @@ import platform
 import socket
 import time
 
-import torch
-
 from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
 from core.failures import Failure
 from core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
@@ -26,9 +24,11 @@ from .compare import compare
 from .consensus import bit_exact, dtype_bound, find_consensus
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
-from .judge import Judge, RefusedProbe
+from .comparisons import DIVERGED, Judges, platform_explains, tf32_explains
+from .judge import RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import new_outcome
+from .platform import TF32
 from .probes import EXAMPLE, RESIZE, Probe, ProbeRun
 from .resize import takes_resizes
 from .registry import BackendSpec
@@ -76,6 +76,8 @@ class VariantJob:
         self.emulated: dict[str, dict] = {}  # probe -> each explanation hypothesis's emulation, measured
         self.dtype_bound = False  # a graph whose result is its dtype's representation: judged without the oracle
         self.bit_exact = False  # a graph of operators exact by contract: a bitwise difference is strict
+        self.ops: tuple = ()  # the variant's ATen operators
+        self.strict: dict[str, dict] = {}  # backend -> probe -> its outputs with TF32 off (None: failed)
 
     def _load(self) -> None:
         if self.loaded:
@@ -97,6 +99,7 @@ class VariantJob:
         self.stack_probes = reply.get("stack_probes", {})
         self.dtype_bound = dtype_bound(reply.get("ops", ()), self.s.compare.dtype_bound_ops)
         self.bit_exact = bit_exact(reply.get("ops", ()))
+        self.ops = tuple(reply.get("ops", ()))
         self.loaded = True
 
     def probes_for(self, spec: BackendSpec) -> list[Probe]:
@@ -131,16 +134,34 @@ class VariantJob:
         return reply
 
     def _reference_device(self, spec: BackendSpec) -> str:
-        """Where tier 2 and the emulations run the reference: its own device when it is the target's."""
+        """Where tier 2 and the emulations run the reference: the target's device when the reference or
+        the device's own reference (``backends.device_reference``) runs there, else the host."""
         device = self.s.reference.split("@")[-1]
-        return device if device == spec.device else "cpu"
+        own = self.s.device_references.get(spec.device) not in (None, spec.name)
+        return spec.device if device == spec.device or own else "cpu"
+
+    def strict_outputs(self, spec: BackendSpec, probe: Probe) -> list | None:
+        """``spec``'s outputs on ``probe`` with the platform's TF32 off (every probe run once, kept per
+        backend); None when that run fails."""
+        if spec.name not in self.strict:
+            strict = dataclasses.replace(spec, options={**spec.options, TF32: False})
+            others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
+            try:
+                reply = self._run_once(strict, others, repeats=0)
+            except RemoteError:
+                reply = None
+            got = self.strict[spec.name] = {}
+            if isinstance(reply, Execution) and reply.outcome.status == Status.OK:
+                got[EXAMPLE] = reply.outputs
+                got.update({r.probe.name: r.outputs for r in reply.probes if r.status == Status.OK})
+        return self.strict[spec.name].get(probe.name)
 
     def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list, output_kind: str) -> None:
         """The hypothesis that explains a divergent run (``workers.explain``), from eager's emulations on
         the probe, each computed once per probe for all the targets; a fault or error leaves it unexplained."""
         if output_kind == "boxes":
             return  # detections are compared after canonical ordering: emulations are not
-        modes = hypotheses(o.verdict, o.device, declared(o.backend_info, spec.options))
+        modes = hypotheses(o.verdict, bool(o.tf32), declared(o.backend_info, spec.options))
         done = self.emulated.setdefault(probe.name, {})
         missing = tuple(m for m in modes if m not in done)
         if missing:
@@ -256,28 +277,35 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             for o in targets:
                 refused.excuse(o, op, target=o.backend != s.oracle)
             continue
-        judge = Judge(s, request, known.get((s.reference, probe.name)),
-                      known.get((s.oracle, probe.name)) if s.oracle else None,
-                      seed_outputs if probe.kind == EXAMPLE else None, dtype_bound=job.dtype_bound,
-                      strict=job.bit_exact)
-        judged = [o for o in outcomes if o.probe == probe.name and o.status == Status.OK and o.backend != s.reference]
+        judges = Judges(s, request, known, probe.name, seed_outputs if probe.kind == EXAMPLE else None, job.ops,
+                        dtype_bound=job.dtype_bound, strict=job.bit_exact)
+        here = [o for o in outcomes if o.probe == probe.name]
+        clean = {o.backend for o in here if o.status == Status.OK}
+        judged = [o for o in here if o.status == Status.OK and o.backend != s.reference]
         for o in judged:
-            judge(o, job.outputs[(o.backend, probe.name)])
-        targets = [o for o in judged if o.backend != s.oracle]
-        find_consensus(targets, {o.backend: job.outputs[(o.backend, probe.name)] for o in targets},
-                       {o.backend: specs[o.backend].stack for o in targets}, judge.tol,
-                       lambda: job.numpy_answer(probe))
+            judges.judge(o, job.outputs[(o.backend, probe.name)], clean)
         for o in judged:
-            if s.explain and request.mode == Mode.INFERENCE and \
+            platform_explains(o, s, here, job.outputs, judges.tol)
+        for against_, judge in judges.made.items():
+            group = [o for o in judged if (o.judged_against, bool(o.tf32)) == against_ and o.backend != s.oracle
+                     and o.explanation is None]
+            find_consensus(group, {o.backend: job.outputs[(o.backend, probe.name)] for o in group},
+                           {o.backend: specs[o.backend].stack for o in group}, judge.tol,
+                           lambda: job.numpy_answer(probe))
+        for o in judged:
+            reference = known[(o.judged_against, probe.name)]
+            if o.tf32 and o.verdict in DIVERGED and o.explanation is None:
+                tf32_explains(o, job.strict_outputs(specs[o.backend], probe), judges[(o.judged_against, False)])
+            if s.explain and request.mode == Mode.INFERENCE and o.explanation is None and \
                     o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
-                job.explain(o, specs[o.backend], probe, known[(s.reference, probe.name)], request.output_kind)
+                job.explain(o, specs[o.backend], probe, reference, request.output_kind)
             symptom_located = (o.backend, o.symptom)
             if o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and s.align:
                 if symptom_located in located:
                     _share_location(o, located[symptom_located])
                 else:
                     case = align_case(request.seed_id, bug_key(o.key_fields()), o.output_dtype)
-                    wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], known[(s.reference, probe.name)],
+                    wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], reference,
                                             request.output_names, s.compare) \
                         if o.symptom in GRADIENT_SYMPTOMS else ()
                     _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
