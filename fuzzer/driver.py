@@ -22,6 +22,7 @@ from workers.dispatch import Dispatcher
 from workers.fleet import Fleet
 from workers.jobs import JobLoop, Stranded
 from workers.messages import JudgeSettings
+from workers.pool import gpu_utilisation
 
 from .campaign import Campaign, CampaignError
 from .plan import SeedWork, plan, select_seeds, with_sizes
@@ -100,8 +101,11 @@ class Driver:
             ledger = ray.remote(num_cpus=0)(AlignLedger).options(scheduling_strategy=here).remote()
         judge = JudgeSettings(p.reference, p.oracle, c.run.timeout_s, c.run.repeats, c.run.retry_faults,
                               c.compare.settings, c.compare.detection_adapter, c.compare.align, ledger, c.probes,
-                              c.compare.explain, c.compare.bisect, c.compare.bisect_budget_s)
+                              c.compare.explain, c.compare.bisect, c.compare.bisect_budget_s,
+                              {d: n for d, n in c.backends.device_references.items() if n in p.specs})
         p.check_resources()
+        if "cuda" in p.settings:  # this machine's GPUs beside the pair rate (nothing where none can be read)
+            self.progress.gpu_reader = gpu_utilisation
         dispatch = Dispatcher()
         self.fleet = Fleet(p.settings, dispatch)
         try:

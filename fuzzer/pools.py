@@ -12,7 +12,7 @@ import os
 
 from results.manifest import RunManifest
 from workers.fleet import unplaceable
-from workers.pool import AUTO, PoolSettings, connect
+from workers.pool import AUTO, PoolSettings, connect, read_gpus
 
 from .campaign import Campaign, CampaignError, manifest_of
 
@@ -53,9 +53,23 @@ class Pools:
 
         if ray.is_initialized():
             return False
+        if not address:
+            self._size_for_this_machine()
         cpus = sum(((os.cpu_count() or 1) if p.workers == AUTO else p.workers) * p.cpus_per_worker
                    for p in self.settings.values())
         return connect(address, self.c.num_cpus or max(os.cpu_count() or 1, int(cpus + 0.999)))
+
+    def _size_for_this_machine(self) -> None:
+        """A CUDA pool of ``workers: auto`` on this machine alone: as many warm workers as its GPUs' free memory
+        and its cores hold (``PoolSettings.on_one_machine``), unless the campaign gives ``gpus_per_worker``."""
+        s = self.settings.get("cuda")
+        if s is None or s.workers != AUTO or "gpus_per_worker" in self.c.config["pools"].get("cuda", {}):
+            return
+        free = [g.free_gb for g in read_gpus() if g.free_gb is not None]
+        self.settings["cuda"] = s.on_one_machine(os.cpu_count() or 1, free)
+        if free:
+            log.info("pool cuda: %d warm worker(s) for %d GPU(s) (%.0f GiB free on the fullest, %d cores)",
+                     self.settings["cuda"].workers, len(free), min(free), os.cpu_count() or 1)
 
     def drop_absent(self) -> list[str]:
         """With ``skip_unavailable``, leave out each device kind the cluster has no node for, and its

@@ -2,7 +2,8 @@
 to know how far it is, how fast it goes, when it ends and what it has found so far, per status and per
 backend. On a terminal that is a rich live display, redrawn in place a few times a second; in a log (CI, a
 file) it is a plain ASCII line every ``every_s`` seconds and at the end, with no escape codes or carriage
-returns to garble it; with ``--quiet`` (``enabled=False``) it is nothing at all."""
+returns to garble it; with ``--quiet`` (``enabled=False``) it is nothing at all. While a CUDA pool runs, the
+GPU's utilisation stands beside the rate: a slow rate beside an idle GPU says the workers are short, not the GPU."""
 from __future__ import annotations
 
 import sys
@@ -10,6 +11,7 @@ import time
 from collections import Counter
 
 REFRESH_S = 0.25  # the live display is redrawn at most 4 times a second
+GPU_EVERY_S = 5.0  # the GPU's utilisation is read at most this often (nvidia-smi takes ~50 ms)
 
 
 def clock(s: float) -> str:
@@ -34,6 +36,8 @@ class Progress:
         self._live = None  # started by the first update on a terminal, stopped by close
         self._closed = False
         self._shown = None  # what the last plain line showed
+        self.gpu_reader = None  # () -> each GPU's utilisation in percent; set while a CUDA pool runs
+        self._gpu: tuple[float, list] = (float("-inf"), [])  # when last read, and what
 
     @property
     def done(self) -> int:
@@ -51,6 +55,20 @@ class Progress:
         known = self.done > 0 and self.total > 0
         return el, rate, clock(max(0, self.total - self.done) / rate * 60) if known else "-"
 
+    def gpu(self) -> str:
+        """``gpu 87%`` (a figure per GPU), read at most every GPU_EVERY_S; "" without a reader. A reader that
+        fails or has nothing to say is not asked again: the display never fails or slows the run."""
+        now = time.monotonic()
+        if self.gpu_reader is not None and now - self._gpu[0] >= GPU_EVERY_S:
+            try:
+                got = [float(u) for u in self.gpu_reader()]
+            except Exception:  # noqa: BLE001 - a reading is a nicety
+                got = []
+            if not got:
+                self.gpu_reader = None
+            self._gpu = (now, got)
+        return f"gpu {' '.join(f'{u:.0f}%' for u in self._gpu[1])}" if self._gpu[1] else ""
+
     def counts(self) -> str:
         """``ok 40 mismatch 3 | inductor@cpu 15 onnxruntime@cpu 14``"""
         parts = [" ".join(f"{k} {v}" for k, v in sorted(c.items()) if v) for c in (self.status, self.backend)]
@@ -59,7 +77,9 @@ class Progress:
     def line(self) -> str:
         el, rate, eta = self._numbers()
         ctx = f"{self.context}  " if self.context else ""
-        return f"[{clock(el)}] {ctx}{self.unit} {self.done}/{self.total} ({rate:.0f}/min)  eta {eta}  {self.counts()}"
+        gpu = f", {g}" if (g := self.gpu()) else ""
+        return f"[{clock(el)}] {ctx}{self.unit} {self.done}/{self.total} ({rate:.0f}/min{gpu})  eta {eta}  " \
+               f"{self.counts()}"
 
     def _safe(self, text: str) -> str:
         """What the stream's encoding can write (an ascii log gets ``?`` for anything else)."""
@@ -74,7 +94,8 @@ class Progress:
         el, rate, eta = self._numbers()
         row = Table.grid(padding=(0, 2))
         row.add_row(ProgressBar(max(self.total, self.done) or None, self.done, width=24),
-                    f"{self.unit} {self.done}/{self.total}  {rate:.0f}/min  eta {eta}  [{clock(el)}]")
+                    f"{self.unit} {self.done}/{self.total}  {rate:.0f}/min  {g + '  ' if (g := self.gpu()) else ''}"
+                    f"eta {eta}  [{clock(el)}]")
         below = "  ".join(p for p in (self.context, self.counts()) if p)
         # "fold", never "ellipsis": an ascii terminal cannot write the ellipsis
         return Group(row, Text(self._safe(below), overflow="fold")) if below else row

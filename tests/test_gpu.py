@@ -1,7 +1,13 @@
-"""CUDA backends on a real GPU, inference and training (skipped, with the reason, where torch sees none)."""
+"""CUDA backends on a real GPU, inference and training (skipped, with the reason, where torch sees none).
+
+Every run is in a sandbox process (``workers.sandbox``), never in pytest's: a stack that kills its process
+(AOTInductor's package loader died of SIGSEGV on one machine) fails its own test, naming the signal, and the
+rest of ``pytest -m gpu`` runs on. ``tests/test_gpu_isolation.py`` proves the helper on the CPU.
+"""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -9,19 +15,48 @@ import torch
 from core.bugs import Mode, Status, Verdict
 from workers.compare import Tolerances, attribute
 from workers.executor import Executor
-from workers.registry import parse_backend
+from workers.pool import sandbox_env
+from workers.registry import BackendSpec, parse_backend
+from workers.sandbox import Fault, Sandbox
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="no CUDA device visible to torch on this machine")]
+RUN_LIMIT_S = 900.0  # an AOTInductor compile of a training-size model takes minutes
+
+
+def disagreement(variant, backend: str | BackendSpec, timeout_s: float = RUN_LIMIT_S) -> str | None:
+    """Why ``backend`` does not agree with eager on the CPU on ``variant`` (its process died, it failed, or
+    its outputs diverge), None when it agrees; every run in a sandbox process that may die."""
+    target = backend if isinstance(backend, BackendSpec) else parse_backend(backend)
+    sb = Sandbox(threads=min(4, os.cpu_count() or 1), keep_spare=False,  # a CUDA stack compiles as a worker's does
+                 env=sandbox_env(target.device, None, None, os.cpu_count() or 1))
+    try:
+        loaded = sb.request(Executor.load, "v", variant.to_payload(), timeout=timeout_s)
+        if isinstance(loaded, Fault):
+            return f"the sandbox died loading the variant ({loaded.cause}):\n{loaded.message[:1500]}"
+        runs = []
+        for spec in (parse_backend("eager@cpu"), parse_backend("eager-fp64@cpu"), target):
+            reply = sb.request(Executor.run, "v", spec, 1, timeout=timeout_s)
+            if isinstance(reply, Fault):
+                frames = reply.message.split("\nExtension modules")[0]  # faulthandler's frames, not its module list
+                return f"{spec.name} ended its process ({reply.status}, {reply.cause}):\n{frames[:1500]}"
+            if reply.outcome.status != Status.OK:
+                o = reply.outcome
+                return f"{spec.name}: {o.status} at {o.stage}: {o.error_type}: {(o.message or '')[:1500]}"
+            runs.append(reply)
+    finally:
+        sb.close()
+    ref, oracle, out = runs
+    verdict = attribute(out.outputs, ref.outputs, oracle.outputs, Tolerances())
+    if verdict.verdict in (Verdict.AGREE, Verdict.REFERENCE_DIVERGENT):
+        return None
+    return f"{target.name}: {verdict.verdict} {verdict.columns()}"
 
 
 def _agrees(variant, backend: str) -> None:
-    ex = Executor()
-    ex.load("v", variant.to_payload())
-    ref, oracle, out = (ex.run("v", parse_backend(b), repeats=1) for b in ("eager@cpu", "eager-fp64@cpu", backend))
-    assert out.outcome.status == Status.OK, out.outcome.message
-    verdict = attribute(out.outputs, ref.outputs, oracle.outputs, Tolerances())
-    assert verdict.verdict in (Verdict.AGREE, Verdict.REFERENCE_DIVERGENT), verdict.columns()
+    why = disagreement(variant, backend)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
 
 
 @pytest.mark.parametrize("backend", ["eager@cuda", "inductor@cuda", "aot-inductor@cuda"])

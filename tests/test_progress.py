@@ -109,3 +109,38 @@ def test_total_zero_more_done_than_total_and_an_ascii_stream_do_not_crash():
             p.context = "variants \u2014 5"  # not ascii
             _fill(p)
             assert "runs 7/" in p.line()
+
+
+def test_the_gpus_utilisation_stands_beside_the_rate_read_at_most_every_few_seconds(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    reads = []
+
+    def reader():
+        reads.append(1)
+        return [87.4, 3]
+    out = io.StringIO()
+    p = Progress(10, unit="pairs", stream=out, every_s=0)
+    p.gpu_reader = reader
+    p.count("ok")
+    p.update()
+    p.update(force=True)
+    assert re.search(r"pairs 1/10 \(\d+/min, gpu 87% 3%\)  eta", out.getvalue().splitlines()[-1])
+    assert len(reads) == 1  # one reading per GPU_EVERY_S, however often the line is drawn
+    tty = Tty()
+    p = Progress(10, unit="pairs", stream=tty)
+    p.gpu_reader = lambda: [42]
+    p.update(force=True)
+    p.close()
+    assert re.search(r"/min  gpu 42%  eta", re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", tty.getvalue()))
+
+
+def test_no_gpu_reading_shows_nothing_and_never_fails_the_run():
+    def broken():
+        raise OSError("nvidia-smi: no devices were found")
+    for reader in (None, broken, lambda: []):
+        p = Progress(10, unit="pairs", stream=io.StringIO(), every_s=0)
+        p.gpu_reader = reader
+        p.count("ok")
+        p.update(force=True)
+        assert "gpu" not in p.line() and "/min)" in p.line()
+        assert p.gpu_reader is None  # a reader that has nothing to say is not asked again

@@ -79,7 +79,7 @@ class Fleet:
     def _launch(self, device: str) -> None:
         s = self.settings[device]
         actor = RemotePoolWorker.options(**s.actor_options()).remote(device, self.started[device], s.threads,
-                                                                      s.memory_gb, s.env)
+                                                                      s.memory_gb, s.env, s.gpus_per_worker)
         self.started[device] += 1
         self.starting[actor.ready.remote()] = Starting(device, actor, time.monotonic())
 

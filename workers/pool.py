@@ -3,14 +3,18 @@
 A worker asks Ray for its device's resource (``num_gpus`` for cuda, a custom resource
 named after the device otherwise), so on a heterogeneous cluster each run lands on a
 machine that has the device. How many workers a pool has, as nodes come and go, is the
-``workers.fleet``'s.
+``workers.fleet``'s; a CUDA pool of ``workers: auto`` on one machine alone is sized here, from its
+GPUs' free memory and its cores, since runs take milliseconds and a lone worker leaves the GPU idle.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import logging
+import math
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +29,73 @@ from .sandbox import Fault, RemoteError, Sandbox
 
 
 AUTO = "auto"  # pool size: as many workers as the cluster's resources place, growing as nodes join
+CUDA_WORKER_GB = 4.0  # GPU memory a warm CUDA sandbox is taken to need: its context, allocator cache, a compile
+
+
+@dataclass
+class GpuReading:
+    utilisation: float | None  # percent of the last sample period a kernel ran
+    free_gb: float | None
+
+
+def parse_smi(text: str) -> list[GpuReading]:
+    """``nvidia-smi --query-gpu=utilization.gpu,memory.free --format=csv,noheader,nounits`` (MiB), one GPU a line."""
+    def number(cell: str) -> float | None:
+        try:
+            return float(cell)
+        except ValueError:  # "[N/A]", "[Not Supported]"
+            return None
+    rows = [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.strip()]
+    return [GpuReading(number(u), None if number(m) is None else number(m) / 1024) for u, m in
+            (r for r in rows if len(r) == 2)]
+
+
+def read_gpus(timeout_s: float = 2.0) -> list[GpuReading]:
+    """This machine's GPUs (those ``CUDA_VISIBLE_DEVICES`` names), read by ``nvidia-smi`` so that this process
+    holds no CUDA context; [] where there is none or it does not answer."""
+    smi, visible = shutil.which("nvidia-smi"), os.environ.get("CUDA_VISIBLE_DEVICES")
+    if smi is None or (visible is not None and not visible.strip()):
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=utilization.gpu,memory.free", "--format=csv,noheader,nounits",
+                              *(["-i", visible] if visible else [])], capture_output=True, text=True,
+                             timeout=timeout_s, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return parse_smi(out)
+
+
+def gpu_utilisation() -> list[float]:
+    """Each GPU's utilisation in percent, for the progress line; [] where it cannot be read."""
+    return [g.utilisation for g in read_gpus() if g.utilisation is not None]
+
+
+def cuda_workers_per_gpu(cores: int, free_gb: list[float], per_worker_gb: float = CUDA_WORKER_GB) -> int:
+    """Warm CUDA workers per GPU on one machine: half its cores, shared among its GPUs, and no more than the
+    GPU with the least free memory holds; at least one."""
+    by_cores = cores // 2 // max(1, len(free_gb))
+    by_memory = int(min(free_gb) // per_worker_gb) if free_gb else 1
+    return max(1, min(by_cores, by_memory))
+
+
+def gpu_share(workers_per_gpu: int) -> float:
+    """The GPU fraction each of ``workers_per_gpu`` workers asks Ray for, rounded down to Ray's precision
+    (1e-4) so that all of them fit on one GPU."""
+    return math.floor(1e4 / max(1, workers_per_gpu)) / 1e4
+
+
+def sandbox_env(device: str, env: dict | None, gpu_fraction: float | None, cores: int) -> dict:
+    """A worker's sandbox environment: the pool's ``env`` over, for a CUDA worker, Inductor's parallel compile
+    on its share of the machine's cores (the sandbox's default, one thread, suits a CPU pool of one worker a
+    core) and one compile cache for every worker of the machine (Inductor's own, resolved once here unless
+    the environment names one), so that a graph one worker compiled is a cache hit for the others."""
+    if device != "cuda":
+        return dict(env or {})
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    sharing = max(1, round(1 / gpu_fraction)) if gpu_fraction else 1  # the workers on this worker's GPU
+    return {"TORCHINDUCTOR_COMPILE_THREADS": str(max(2, cores // sharing)), "TORCHINDUCTOR_CACHE_DIR": cache_dir(),
+            **(env or {})}
 
 
 @dataclass
@@ -43,6 +114,14 @@ class PoolSettings:
         return {"CPU": opts["num_cpus"], **({"GPU": opts["num_gpus"]} if "num_gpus" in opts else {}),
                 **opts.get("resources", {})}
 
+    def on_one_machine(self, cores: int, free_gb: list[float]) -> PoolSettings:
+        """This pool on a machine alone (no cluster) with ``cores`` and GPUs with ``free_gb`` free: a CUDA pool of
+        ``workers: auto`` gets ``cuda_workers_per_gpu`` workers a GPU, sharing it; any other pool is unchanged."""
+        if self.device != "cuda" or self.workers != AUTO or not free_gb:
+            return self
+        per_gpu = cuda_workers_per_gpu(cores, free_gb)
+        return dataclasses.replace(self, workers=per_gpu * len(free_gb), gpus_per_worker=gpu_share(per_gpu))
+
     def actor_options(self) -> dict:
         opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0}
         if self.device == "cuda":
@@ -56,11 +135,12 @@ class PoolWorker:
     """The Ray actor body; kept a plain class so tests can drive it without Ray."""
 
     def __init__(self, device: str, index: int, threads: int = 1, memory_gb: float | None = None,
-                 env: dict | None = None):
+                 env: dict | None = None, gpu_fraction: float | None = None):
         node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
         self.name = f"{device}-{index}@{node[:8]}" if node else f"{device}-{index}"
         self.device = device
-        self.sandbox = Sandbox(threads=threads, memory_limit_gb=memory_gb, env=env)
+        self.sandbox = Sandbox(threads=threads, memory_limit_gb=memory_gb,
+                               env=sandbox_env(device, env, gpu_fraction, os.cpu_count() or 1))
         self.sandbox.start()
         self.busy_s = 0.0
         self.started = self.serving = time.monotonic()  # serving: since its sandbox answered (torch imported)
