@@ -193,13 +193,15 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
                     variant.graph_hash, record["graph_hash"])
     variant = probed(variant, probe)
-    settings = JudgeSettings(c.reference.name, c.oracle.name if c.oracle else None,
+    # the reference its verdict compared with: eager on the target's device where the campaign judged so
+    reference = next((s for s in c.backends.targets if s.name == record.get("judged_against")), c.reference)
+    settings = JudgeSettings(reference.name, c.oracle.name if c.oracle else None,
                              target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,
                              compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False,
                              explain=False, bisect=False)  # a candidate is judged, never bisected nor explained
     output_kind = record.get("output_kind") or "tensor"
     # checked in one warm worker; a crash, a hang or running out of memory (the process goes) in a fresh one each
-    same_bug = SameBug(target, c.reference, c.oracle, key, settings, record["seed_id"], output_kind,
+    same_bug = SameBug(target, reference, c.oracle, key, settings, record["seed_id"], output_kind,
                        fresh=record["status"] in (Status.CRASH, *LIMITS))
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)

@@ -104,6 +104,9 @@ def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, ran
     prepare = PREPARE.format(graph=GRAPH[mode], fed=fed)
     target = CALL[mode].format(run="run", device="INPUT_DEVICE")
     lines = [LOAD]
+    if str(record.get("device") or "").startswith("cuda"):  # the platform's TF32, as the run had it (default: off)
+        lines.append(f"    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = "
+                     f"{bool(record.get('tf32'))}")
     if mode == Mode.TRAINING:
         lines.append("    params = [weights[name] for name in PARAMS]  # in training, the graph's first inputs")
     if random:  # random ops (dropout): Inductor draws with eager's generator, which train_step seeds
@@ -113,8 +116,9 @@ def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, ran
         if record["status"] == Status.TIMEOUT:
             lines.append("    faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)  # a hang: the stacks, exit 1")
         return "\n".join([*lines, FAILURE.format(prepare=prepare, target=target)])
-    lines.append(DIVERGENCE.format(reference=CALL[mode].format(run=GRAPH[mode], device='"cpu"'), prepare=prepare,
-                                   target=target))
+    against = (record.get("judged_against") or "").rpartition("@")[2] or "cpu"  # eager there: the verdict's reference
+    lines.append(DIVERGENCE.format(reference=CALL[mode].format(run=GRAPH[mode], device=repr(against)),
+                                   prepare=prepare, target=target))
     if oracle:
         lines.append(ORACLE.format(graph=GRAPH[mode], fed=fed, oracle=CALL[mode].format(run="run_oracle",
                                                                                          device='"cpu"')))

@@ -97,7 +97,7 @@ def tf32_explains(o: RunRecord, rerun_outputs: list | None, judge: Judge) -> boo
         return False
     again = RunRecord(o.campaign, o.variant_id, o.seed_id, o.backend, probe=o.probe, device=o.device)
     judge(again, rerun_outputs)
-    if again.verdict in DIVERGED:
+    if again.verdict != Verdict.AGREE:
         return False
     o.explanation, o.explain_ratio = str(Explanation.TF32), again.tol_ratio
     return True

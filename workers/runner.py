@@ -294,7 +294,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
                            lambda: job.numpy_answer(probe))
         for o in judged:
             reference = known[(o.judged_against, probe.name)]
-            if o.tf32 and o.verdict in DIVERGED and o.explanation is None:
+            if o.tf32 and o.status == Status.MISMATCH and o.explanation is None:
                 tf32_explains(o, job.strict_outputs(specs[o.backend], probe), judges[(o.judged_against, False)])
             if s.explain and request.mode == Mode.INFERENCE and o.explanation is None and \
                     o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
