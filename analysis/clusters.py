@@ -10,10 +10,12 @@ divergence is a behaviour: one cluster per backend and explanation, listing its 
 dtypes; an explanation that names no defect (reduction order, ill-conditioning, amplified rounding)
 makes a ``benign`` cluster, which views leave out unless asked. ``vendor`` marks what to report to
 a stack's vendor: a target's own error, crash, hang or oom at convert/compile/run, or an unexplained
-``target-divergent`` verdict. Rows sort by severity, then unexplained first, then impact (how many
-model seeds of a catalog hold the cluster's ops, ``analysis.impact``), then vendor findings, then
-size. Clusters whose minimised reproducers are alike are folded together (``analysis.merge``).
-Vectorised: a million records in seconds.
+``target-divergent`` verdict; not the crashes of a stack the campaign found unusable on its host
+(``fuzzer.unusable``), a class of their own (level ``unusable here``) until seen on a second host
+or release. Rows sort by severity, then unexplained first, then impact (how many model seeds of a
+catalog hold the cluster's ops, ``analysis.impact``), then vendor findings, then size. Clusters
+whose minimised reproducers are alike are folded together (``analysis.merge``). Vectorised: a
+million records in seconds.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import pyarrow.compute as pc
 from core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS,
                        GRAD_OUTPUT, GRADIENT_SYMPTOMS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Mode, Status, Symptom,
                        Verdict, bug_keys, error_band, kernel_op)
+from core.failures import UNUSABLE
 
 from .causes import derive
 from .impact import impact
@@ -41,11 +44,12 @@ SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, 
 LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong answer", 2: str(Symptom.NUMERIC),
          1: str(Status.UNSUPPORTED), 0: str(Status.INVALID)}
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
+UNUSABLE_HERE = "unusable here"  # the level of a stack's crashes on the one host where it was marked unusable
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
         "cause", "verdict", "symptom", "first_div_op", "node_symptom", "output_dtype", "tol_ratio", "task_agree", "node_count",
         "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops", "culprit",
         "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error", "consensus", "numpy_agrees",
-        "worst_output"]
+        "worst_output", "signature", "host", "backend_version"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",
            "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
            "mutations", "unmutated", "inherited",
@@ -270,6 +274,8 @@ def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str =
     out["level"] = out["severity"].map(LEVEL).where(out["kind"] != Kind.BENIGN, str(Kind.BENIGN))
     if "symptom" in out:  # a strict difference is a class of its own, below any past tolerance
         out.loc[out["symptom"] == Symptom.STRICT, "level"] = str(Symptom.STRICT)
+    here = out["cluster"].isin(unusable_here(df, k))
+    out.loc[here, "level"], out.loc[here, "vendor"] = UNUSABLE_HERE, False
     out = out.reindex(columns=COLUMNS)
     out["vendor"] = out["vendor"].astype(bool)
     for c in LIST_COLUMNS:
@@ -283,6 +289,27 @@ def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str =
     out["band"] = error_band(pa.array(pd.to_numeric(out["max_tol_ratio"], errors="coerce"), pa.float64())).to_pylist()
     out["impact"] = impact(out, catalog)
     return order(out)
+
+
+def unusable_here(df: pd.DataFrame, k: pd.DataFrame) -> set[str]:
+    """The crash clusters of stacks the campaign marked unusable on a host (``fuzzer.unusable``: a skipped
+    record with the crash's backend, host and signature): every run of one at such a mark, all on one host,
+    one backend label and one release. Seen on a second host or release, it is a finding again."""
+    if not {"signature", "host"} <= set(df.columns):
+        return set()
+    marked = (df["status"] == Status.SKIPPED) & (_col(df, "error_type") == UNUSABLE)
+    if not marked.any():
+        return set()
+    place = ["backend", "host", "signature"]
+    marks = set(map(tuple, df.loc[marked, place].astype(str).to_numpy()))
+    crash = k.index[(k["kind"] == Kind.FAILURE).to_numpy() & (df.loc[k.index, "status"] == Status.CRASH).to_numpy()]
+    rows = df.loc[crash]
+    where = rows["host"].astype(str) + "\x1f" + rows["backend"].astype(str) + "\x1f" + \
+        _text(_col(rows, "backend_version"))
+    g = pd.DataFrame({"on": [tuple(p) in marks for p in rows[place].astype(str).to_numpy()], "where": where.to_numpy(),
+                      "c": k.loc[crash, "cluster"].to_numpy()}).groupby("c")
+    ok = g["on"].all() & g["where"].nunique().eq(1)
+    return set(ok[ok].index)
 
 
 def order(c: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from core.bugs import MISSING, VENDOR_STAGES, Kind, ReproStatus, Stage, Status, Symptom, Verdict
 
+from .clusters import UNUSABLE_HERE
 from .triage import describe
 
 EXPLAINED = {"bfloat16": "bfloat16 precision default", "float16": "float16 precision default",
@@ -129,14 +130,15 @@ def _labels(run) -> dict[str, tuple[str, str]]:
 
 
 def _selected(run, stack: str) -> list:
-    """The stack's vendor clusters and the ones triage explains, PyTorch's own (reference-suspect) left out."""
+    """The stack's vendor clusters and the ones triage explains, PyTorch's own (reference-suspect) and a stack's
+    crashes on a host it cannot run on (``unusable here``) left out."""
     want, _, device = stack.partition("@")
     labels = _labels(run)
     rows = []
     for row in run.clusters(benign=True).itertuples(index=False):
         found = [(str(b).partition("@")[0], *labels.get(str(b), str(b).partition("@")[::2]))
                  for b in _list(row.backends)]
-        if str(getattr(row, "verdict", "")) == Verdict.REFERENCE_SUSPECT or \
+        if str(getattr(row, "verdict", "")) == Verdict.REFERENCE_SUSPECT or row.level == UNUSABLE_HERE or \
                 not any(want in (label, s) and (not device or d == device) for label, s, d in found):
             continue
         failed = row.kind == Kind.FAILURE and str(row.status) in FAILED and str(row.stage) in VENDOR_STAGES

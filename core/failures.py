@@ -18,6 +18,7 @@ _UNSUPPORTED = re.compile(
     r"could not run .* with arguments from the|not available for|is not implemented for", re.I)
 _OOM = re.compile(r"out of memory|can't allocate memory|cannot allocate memory|bad_alloc|"
                   r"failed to allocate|std::bad_alloc", re.I)
+UNUSABLE = "UnusableHere"  # error_type of a pair skipped because its stack cannot run on its host (fuzzer.unusable)
 
 
 def describe(exc: BaseException, limit: int = 2000) -> dict:

@@ -27,6 +27,7 @@ from .pools import BUILD_DEVICE, Pools
 from .progress import Progress
 from .records import catalog_row, run_record, seed_failure_record
 from .settings import GuidanceMode
+from .unusable import Unusable, skipped_like
 
 BACKLOG_PER_WORKER = 4  # built variants waiting for a pool, per worker, before builds pause for the slowest pool
 
@@ -52,6 +53,7 @@ class CampaignJobs:
         self.builds: deque[SeedWork] = deque(work)
         self.ready: deque[VariantWork] = deque()
         self.feedback = Feedback(c.variants.mutators)
+        self.unusable = Unusable(set(pools.specs) - {pools.reference, pools.oracle})
         self.seeds_total = self.seeds_done = self.variants_done = 0
 
     # ------------------------------------------------------------------ the loop's side
@@ -76,7 +78,10 @@ class CampaignJobs:
                     continue  # its builder runs it with no transfer; a free worker builds the next seed
                 if actor is not None:
                     self.ready.remove(vw)
-                    dispatch.submit(self._run_call(actor, vw), actor, vw)
+                    if self._skip_unusable(vw, actor):
+                        self._next_pool(vw)
+                    else:
+                        dispatch.submit(self._run_call(actor, vw), actor, vw)
                     progress = True
             actor = dispatch.idle(self.fleet.pools[BUILD_DEVICE])
             waiting = any(vw.devices[0] == BUILD_DEVICE and vw.builder is actor for vw in self.ready)
@@ -175,6 +180,7 @@ class CampaignJobs:
         else:
             outcomes = done.value
         recs = [run_record(self.c.name, vw.build, vw.variant, o) for o in outcomes if o.backend in vw.missing]
+        recs = self.unusable.see(done.actor, recs)
         self._records(recs)
         targets = [r for r in recs if r.backend not in (self.pools.reference, self.pools.oracle)]
         if targets and self.c.variants.guidance != GuidanceMode.UNIFORM:
@@ -182,6 +188,17 @@ class CampaignJobs:
             self.feedback.update(vw.variant.recipe.mutations, vw.variant.ops,
                                  [(r.backend, r.status, k.id if k else None) for r, k in zip(targets, keys)],
                                  {(r.backend, p) for r in targets for p in (*r.compiler_passes, *r.compiler_patterns)})
+
+    def _skip_unusable(self, vw: VariantWork, actor) -> bool:
+        """A skipped record for each target the variant owes that cannot run on ``actor``'s host
+        (``fuzzer.unusable``); True when its pool, not the home one, has nothing left to run."""
+        device, specs = vw.devices[0], self.pools.specs
+        marks = [m for n in sorted(vw.missing) if specs[n].device == device and (m := self.unusable.marked(actor, n))]
+        if marks:
+            self._records([skipped_like(run_record(self.c.name, vw.build, vw.variant, new_outcome(specs[m.backend])),
+                                        m) for m in marks])
+            vw.missing -= {m.backend for m in marks}
+        return device != self.pools.home and not any(specs[n].device == device for n in vw.missing)
 
     def _records(self, records: list) -> None:
         """To the sink; the progress line counts (variant, backend) pairs, each by its first probe not ok."""
