@@ -10,9 +10,9 @@ same stack on the same device under another *precision* option of the campaign d
 and probe) is explained by the options (``core.bugs.Explanation.OPTIONS``) when no hypothesis
 tested on eager explained it; and a located op's dtype is identity only where the same stack passes
 that op at another dtype (``dtype_specific``); and a lone divergence of a stack at an op where it
-agreed with another stack against eager elsewhere is that reference-suspect behaviour. Labels that differ in other options (an autotuning flag, say) explain
-nothing: a divergence one of them shows is that option's bug. Vectorised joins: a million records
-in seconds.
+agreed with another stack against eager elsewhere is that reference-suspect behaviour. Labels that
+differ in other options (an autotuning flag, say) explain nothing: a divergence one of them shows is
+that option's bug. Vectorised joins: a million records in seconds.
 """
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def inherit_locations(df: pd.DataFrame) -> pd.Series:
     case = pd.DataFrame({c: _text(df[c]) for c in CASE}, index=df.index)
     located = case[op.notna()].assign(op=op[op.notna()], ns=_text(df.loc[op.notna(), "node_symptom"]))
     counts = located.value_counts([*CASE, "op", "ns"]).reset_index()
-    where = counts.sort_values(["count", "op", "ns"], ascending=[False, True, True], kind="stable").drop_duplicates(CASE)
+    where = counts.sort_values(["count", "op", "ns"], ascending=[False, True, True],
+                               kind="stable").drop_duplicates(CASE)
     rows = case[skipped].assign(_row=np.flatnonzero(skipped.to_numpy()))
     found = rows.merge(where[[*CASE, "op", "ns"]], on=CASE, how="inner")
     df.iloc[found["_row"].to_numpy(), df.columns.get_loc("first_div_op")] = found["op"].to_numpy()

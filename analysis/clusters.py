@@ -46,8 +46,9 @@ LEVEL = {6: str(Status.CRASH), 5: "hang/oom", 4: str(Status.ERROR), 3: "wrong an
 VENDOR_FAILURES = (Status.CRASH, Status.TIMEOUT, Status.OOM, Status.ERROR)
 UNUSABLE_HERE = "unusable here"  # the level of a stack's crashes on the one host where it was marked unusable
 USED = ["variant_id", "seed_id", "family", "backend", "stack", "device", "status", "stage", "error_type", "message",
-        "cause", "verdict", "symptom", "first_div_op", "node_symptom", "output_dtype", "tol_ratio", "task_agree", "node_count",
-        "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops", "culprit",
+        "cause", "verdict", "symptom", "first_div_op", "node_symptom", "output_dtype", "tol_ratio", "task_agree",
+        "node_count", "mutations", "probe", "align_error", "explanation", "backend_options", "mode", "grad_ops",
+        "culprit",
         "culprit_layer", "culprit_step", "culprit_info", "bisect_s", "bisect_error", "consensus", "numpy_agrees",
         "worst_output", "signature", "host", "backend_version"]
 COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "impact", "count", "variants", "seeds",

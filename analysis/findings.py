@@ -93,7 +93,8 @@ def task_disagreement(run: Run) -> pd.DataFrame:
 def slowdowns(run: Run) -> pd.DataFrame:
     s = run.slowdown_summary()
     prep = run.records(["backend", "prepare_s"])
-    med = pd.to_numeric(prep["prepare_s"], errors="coerce").groupby(prep["backend"]).median().rename("prepare s (median)")
+    med = (pd.to_numeric(prep["prepare_s"], errors="coerce").groupby(prep["backend"]).median()
+           .rename("prepare s (median)"))
     return s.join(med, on="backend")
 
 
@@ -137,7 +138,8 @@ def performance(run: Run) -> tuple[pd.DataFrame, dict]:
     for backend, g in num.groupby("backend"):
         rows.append((f"prepare: {backend}", float(g["prepare_s"].sum())))
     rows.append(("timed runs (all backends)", float(num["run_s"].sum())))
-    rows.append(("tier 2: locating the first divergent node", float(pd.to_numeric(df["align_s"], errors="coerce").sum())))
+    rows.append(("tier 2: locating the first divergent node",
+                 float(pd.to_numeric(df["align_s"], errors="coerce").sum())))
     accounted = sum(v for _, v in rows)
     rows.append(("the rest: transport, load, compare, bookkeeping, idle", max(0.0, capacity - accounted)))
     table = pd.DataFrame(rows, columns=["where", "seconds"])

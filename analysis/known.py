@@ -37,8 +37,8 @@ CLASSES = {"defect": "real defect", "documented": "documented behaviour", "toler
            "reference": "reference (eager) is the less accurate side", "open": "not yet classified",
            "harness": "gapfuzz's own bug", "benign": "no defect (benign difference)",
            "explained": "explained: eager reproduces it under a hypothesis (no hand note)"}
-MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "output_dtypes", "seed_ids", "families", "probes",
-             "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "first_div_op",
+MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "output_dtypes", "seed_ids", "families",
+             "probes", "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "first_div_op",
              "output_dtype", "message")
 LISTS = ("backends", "ops", "output_dtypes", "seed_ids", "families", "probes")
 _ID = re.compile(r"^[cdb]-[0-9a-f]{10}\Z")
@@ -164,7 +164,8 @@ class KnownIssues:
                 issues.append(_issue(path, str(key), entry, reproducer=reproducer or str(key)))
             else:
                 _fail(path, f"unknown key {key!r}: a cluster id (c-, d- or b- and ten hex digits), _known, "
-                            f"_by_message, _title or _summary{_near(key, ['_known', '_by_message', '_title', '_summary'])}")
+                            f"_by_message, _title or _summary"
+                            f"{_near(key, ['_known', '_by_message', '_title', '_summary'])}")
         names = [i.name for i in issues]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

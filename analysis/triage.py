@@ -157,7 +157,8 @@ def _known(r) -> str:
 def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, benign_shown: bool = False,
                     models: int | None = None) -> str:
     benign = "" if benign_shown or not benign_runs else \
-        f"\n{benign_runs} runs differ without a defect (reduction order, ill-conditioned, amplified): --benign lists them"
+        f"\n{benign_runs} runs differ without a defect (reduction order, ill-conditioned, amplified): " \
+        "--benign lists them"
     if c.empty:
         return "no failures or divergences: nothing to triage" + benign
     rows = [[r.cluster, r.level, "yes" if r.vendor else "", r.count, r.seeds, _impact(r.impact), _backends(r),

@@ -296,8 +296,8 @@ def bug_keys(table: pa.Table) -> pa.Table:
 
     status, cause, verdict = col("status"), col("cause"), col("verdict")
     stack = text(col("stack"))
-    stack_device = pc.if_else(pc.not_equal(stack, MISSING), pc.binary_join_element_wise(stack, text(col("device")), "@"),
-                              text(col("backend")))
+    stack_device = pc.if_else(pc.not_equal(stack, MISSING),
+                              pc.binary_join_element_wise(stack, text(col("device")), "@"), text(col("backend")))
     suspect = pc.fill_null(pc.equal(verdict, str(Verdict.REFERENCE_SUSPECT)), False)
     stack_device = pc.if_else(suspect, REFERENCE_STACK, stack_device)  # one cluster for PyTorch, not one per vendor
     tpl = template_unique(col("message"))
@@ -320,7 +320,8 @@ def bug_keys(table: pa.Table) -> pa.Table:
     symptom = pc.if_else(missing_check, pc.binary_join_element_wise(symptom, text(tpl), ": "), symptom)
     dtype = pc.if_else(pc.fill_null(col("dtype_specific", pa.bool_()), False), text(col("output_dtype")), MISSING)
     verdict_explains = among(verdict, (Verdict.ILL_CONDITIONED, Verdict.AMPLIFIED))
-    explanation = text(pc.coalesce(col("explanation"), pc.if_else(verdict_explains, verdict, pa.scalar(None, pa.string()))))
+    explanation = text(pc.coalesce(col("explanation"),
+                                   pc.if_else(verdict_explains, verdict, pa.scalar(None, pa.string()))))
     explained = pc.not_equal(explanation, MISSING)
 
     def unless_explained(a):  # a behaviour's key is its backend and explanation alone
@@ -331,7 +332,8 @@ def bug_keys(table: pa.Table) -> pa.Table:
 
     parts = {"stack_device": stack_device, "status": text(status), "stage": text(col("stage")),
              "error_type": text(col("error_type")),
-             "failing_op": pc.if_else(limit, MISSING, text(failing_op_unique(col("message")))),  # a limit's tail: incidental
+             # a limit's tail: incidental
+             "failing_op": pc.if_else(limit, MISSING, text(failing_op_unique(col("message")))),
              "template": text(tpl), "verdict": unless_explained(text(verdict)),
              "symptom": unless_explained(pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)),
              "first_div_op": unless_explained(pc.if_else(named, MISSING, kernel_ops(text(col("first_div_op"))))),

@@ -332,7 +332,8 @@ def _resolve(config: dict, source: str) -> Campaign:
                             f"seed itself (for the seeds alone: per_seed: 1)")
     return Campaign(
         config, source, name=config["name"], seed=config["seed"], output=config["output"],
-        seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"], s["catalog"]) for s in config["seeds"]],
+        seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"], s["catalog"])
+               for s in config["seeds"]],
         capture=CaptureSettings(**config["capture"]),
         variants=VariantSettings(v["per_seed"], v["include_seed"], v["mutations"], mutators, v["guidance"],
                                  v["max_tries"]),
@@ -364,6 +365,8 @@ def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dic
         if device not in ref.backend_cls().devices:
             continue  # that stack does not run there: the host's reference judges
         named = next((t for t in here if t.name == ref.name), None)
+        if named is None and ref.unavailable_reason() is not None:
+            continue  # not here (a device torch does not see, a cluster's): name it among the targets to have it
         modes = tuple(m for m in Mode if any(m in t.modes for t in here))
         if named is None:
             targets.append(replace(ref, modes=modes))

@@ -86,7 +86,8 @@ SCHEMA = {
         "sizes": {"type": "object", "additionalProperties": False, "properties": {
             "per_seed": {"type": "integer", "minimum": 0, "maximum": 100},
             "variants": _POS_INT,
-            "values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}},
+            "values": {"type": "array", "minItems": 1,
+                       "items": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}},
             "widths": {"type": "integer", "minimum": 0, "maximum": 100},
             "width_values": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1,
                                                                         "maximum": 2**31 - 1}}}},

@@ -75,7 +75,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     for q, name in ((t, "triage"), (rp, "report"), (d, "diff")):
         q.add_argument("--known", type=path_arg, help="known-issues file (YAML) that marks clusters already known")
         q.add_argument("--catalog", type=path_arg,
-                       help="folder with a seed catalog (gapfuzz seeds scan) to rate impact against (default: the run's)")
+                       help="folder with a seed catalog (gapfuzz seeds scan) to rate impact against "
+                            "(default: the run's)")
         q.set_defaults(fn=commands[name])
 
     s = sub.add_parser("seeds", help="list seeds")
@@ -89,7 +90,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     sl.set_defaults(fn=commands["seeds list"])
     sc.add_argument("--sample", type=positive_int, help="scan a random sample of this many seeds")
     sc.add_argument("--seed", type=natural_int, default=0, help="random seed of the sample")
-    sc.add_argument("--out", type=path_arg, default="runs/seed-scan", help="folder of the catalog (resumed if it exists)")
+    sc.add_argument("--out", type=path_arg, default="runs/seed-scan",
+                    help="folder of the catalog (resumed if it exists)")
     sc.add_argument("--workers", type=natural_int, default=0, help="parallel workers (default: one per core)")
     sc.add_argument("--timeout", type=positive_float, default=600, help="seconds per seed")
     sc.add_argument("--max-params", type=positive_int, default=100_000_000, help="parameter cap")

@@ -39,7 +39,8 @@ class Driver:
         self.c, self.address = campaign, address or campaign.address
         self.run_dir = run_dir if isinstance(run_dir, Folder) else Folder(run_dir)  # local, or any pyarrow filesystem
         self.pools = Pools(campaign)
-        self.progress = Progress(0, unit="pairs", enabled=progress)  # (variant, backend) pairs: a pair runs all its probes
+        # (variant, backend) pairs: a pair runs all its probes
+        self.progress = Progress(0, unit="pairs", enabled=progress)
         self.stats = SessionStats(self.run_dir)
         self.sink = RecordSink(self.run_dir, campaign.run.flush_every)
         self.fleet: Fleet | None = None

@@ -85,7 +85,7 @@ VERDICT_LINE = '''    said = f"; it reports {info}" if info else ""  # what the 
 # copied into a reproducer whose backend is a class of its own, not a ``prepare_fn``; never called here
 def prepare_plugin(gm, example_inputs, device, options):
     """A third-party backend class, imported from where the campaign named it."""
-    module, _, name = CLASS_PATH.partition(":")
+    module, _, name = CLASS_PATH.partition(":")  # noqa: F821 - a constant of the generated reproducer
     backend = getattr(importlib.import_module(module), name)(**options)
     return backend.prepare(gm, tuple(example_inputs), device), dict(getattr(backend, "info", None) or {})
 

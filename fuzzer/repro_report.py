@@ -105,6 +105,7 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         f"{result.mutations_dropped} mutation(s) were not needed.",
     ]
     if cluster:
-        lines[-1] += f" Cluster `{cluster.get('cluster')}`: {cluster.get('count')} run(s) over {cluster.get('seeds')} seed(s)."
+        lines[-1] += (f" Cluster `{cluster.get('cluster')}`: {cluster.get('count')} run(s) over "
+                      f"{cluster.get('seeds')} seed(s).")
     lines += ["", "## Environment", "", f"{cls.__name__} {version}; " + environment(), ""]
     return "\n".join(lines)

@@ -66,7 +66,8 @@ class Catalog:
         table = pa.Table.from_pylist(data, schema=catalog_schema())
         import uuid
 
-        return self.folder.write_table(table, "catalog", "rows", f"part-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet")
+        return self.folder.write_table(table, "catalog", "rows",
+                                       f"part-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet")
 
     def files(self) -> list[str]:
         return self.folder.files("catalog", "rows")  # a FolderError is a ResultsError

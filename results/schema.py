@@ -16,8 +16,9 @@ import pyarrow as pa
 
 from core.bugs import KEY_COLUMNS, Status
 
-SCHEMA_VERSION = 6  # 6: the located node's symptom and dtype, reference-suspect; 5: compiler attribution and pass coverage; 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend,
-# probe); 1: the example only
+# 6: the located node's symptom and dtype, reference-suspect; 5: compiler attribution and pass coverage;
+# 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend, probe); 1: the example only
+SCHEMA_VERSION = 6
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 
@@ -89,7 +90,8 @@ class RunRecord:
     align_s: float | None = None  # seconds tier 2 took (its prepares and node-by-node runs)
     grad_ops: list[str] = field(default_factory=list)  # training: the backward operators of the located node
     culprit: str | None = None  # backend:subsystem:pass that causes a compiler finding (workers.culprit); in its key
-    culprit_backend: str | None = None  # the first torch.compile backend that shows it (or the stack, for a differential)
+    # the first torch.compile backend that shows it (or the stack, for a differential)
+    culprit_backend: str | None = None
     culprit_subsystem: str | None = None  # e.g. post_grad_passes, lowerings, decomposition; a stack's optimisation step
     culprit_step: int | None = None  # the subsystem application after which it appears
     culprit_info: str | None = None  # that application's debug info: the pass, decomposition or node

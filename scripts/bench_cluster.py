@@ -53,7 +53,8 @@ probes: {{per_variant: {PROBES}}}
 backends:
   reference: eager@cpu
   oracle: eager-fp64@cpu
-  targets: [{{backend: eager@cpu, label: eager-copy}}, {{class: "{HOST}", device: npu}}, {{class: "{HOST}", device: xpu}}]
+  targets: [{{backend: eager@cpu, label: eager-copy}}, {{class: "{HOST}", device: npu}}, \
+{{class: "{HOST}", device: xpu}}]
 pools:
   cpu: {{workers: auto}}
   npu: {{workers: auto, cpus_per_worker: 0}}
@@ -91,7 +92,8 @@ class Sampler(threading.Thread):
         while not self.stopped.is_set():
             workers = self.cluster.worker_pids()
             s = {"t": time.monotonic(), "records": self.count(), "driver_cpu_s": cpu_s(self.pid),
-                 "driver_mb": rss_mb(self.pid), "machine_cpu_s": machine_busy_s(), "workers_mb": sum(rss_mb(p) for p in workers), "workers": len(workers)}
+                 "driver_mb": rss_mb(self.pid), "machine_cpu_s": machine_busy_s(),
+                 "workers_mb": sum(rss_mb(p) for p in workers), "workers": len(workers)}
             if s["driver_mb"]:
                 self.samples.append(s)
             self.stopped.wait(1.0)
@@ -160,11 +162,13 @@ def main_campaign(cluster: LoopbackCluster, out: Path, runs: int, faults: bool) 
             "steady_s": last["t"] - first["t"], "driver_cpu_s": s[-1]["driver_cpu_s"],
             "driver_cpu_steady_s": last["driver_cpu_s"] - first["driver_cpu_s"],
             "records_steady": last["records"] - first["records"],
-            "driver_mb": [first["driver_mb"], at(s, n / 2)["driver_mb"], last["driver_mb"], max(x["driver_mb"] for x in s)],
+            "driver_mb": [first["driver_mb"], at(s, n / 2)["driver_mb"], last["driver_mb"],
+                          max(x["driver_mb"] for x in s)],
             "workers_mb": [first["workers_mb"], at(s, n / 2)["workers_mb"], last["workers_mb"]],
             "worker_procs": [first["workers"], at(s, n / 2)["workers"], last["workers"]],
             "busy_share": busy / serving if serving else 0.0,
-            "machine_busy": (last["machine_cpu_s"] - first["machine_cpu_s"]) / (os.cpu_count() * max(1e-9, last["t"] - first["t"])),
+            "machine_busy": ((last["machine_cpu_s"] - first["machine_cpu_s"])
+                             / (os.cpu_count() * max(1e-9, last["t"] - first["t"]))),
             "pools": stats.get("pools"), "requeued": stats.get("lost", 0), "rebuilt": stats.get("rebuilt", 0),
             "duplicates": dup, "worker_lost_records": lost, "npu_nodes_used": int(npu_nodes),
             "xpu_nodes_used": int(xpu_nodes), "events": events, "run_dir": str(run_dir), "campaign": str(path)}
@@ -232,7 +236,8 @@ def report(m: dict, r: dict | None, k: dict | None) -> None:
     steady = 1000 * m["driver_cpu_steady_s"] / max(1, m["records_steady"])
     d, w = m["driver_mb"], m["workers_mb"]
     print(f"campaign: {m['records']} runs ({m['variants']} variants of {m['seeds']} operator seeds, {BACKENDS} "
-          f"backends, {PROBES} probes) in {m['wall_s']:.0f} s on {os.cpu_count()} cores; pools at the end: {m['pools']}")
+          f"backends, {PROBES} probes) in {m['wall_s']:.0f} s on {os.cpu_count()} cores; "
+          f"pools at the end: {m['pools']}")
     print(f"runs per second: {m['records'] / m['wall_s']:.0f} overall, "
           f"{m['records_steady'] / max(1e-9, m['steady_s']):.0f} from the first record written to the last")
     print(f"driver CPU per run: {per_run:.3f} ms in all (start-up included), {steady:.3f} ms while running  "

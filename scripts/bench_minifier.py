@@ -75,7 +75,8 @@ class InProcessBug:
         fields = {**self.where, "status": out.status, "stage": out.stage, "error_type": out.error_type,
                   "message": out.message}
         if out.status == Status.OK:
-            fields.update(judge_outputs(out.outputs, ref.outputs, oracle.outputs, Tolerances(), "tensor", ["out"]).columns())
+            fields.update(judge_outputs(out.outputs, ref.outputs, oracle.outputs, Tolerances(), "tensor",
+                                        ["out"]).columns())
             fields["status"] = Status.MISMATCH if fields["verdict"] in DIVERGENT else Status.OK
         return self.key.shown_by(bug_key(fields), v.ops)  # gapfuzz's own predicate, in this process
 
@@ -122,12 +123,15 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['seed'] + ' on ' + r['stack']:44s} {r['nodes']:5d} | {r['ours_nodes']:4d} nodes {r['ours_calls']:4d} calls"
+        print(f"{r['seed'] + ' on ' + r['stack']:44s} {r['nodes']:5d} | "
+              f"{r['ours_nodes']:4d} nodes {r['ours_calls']:4d} calls"
               f" | {r['theirs_nodes']:4d} nodes {r['theirs_calls']:4d} calls | {r['full_nodes']} nodes, "
               f"{r['full_calls']} calls, {r['full_inputs']} input elements")
     n = len(rows)
-    print(f"\ntotals: gapfuzz {sum(r['ours_nodes'] for r in rows)} nodes in {sum(r['ours_calls'] for r in rows)} calls; "
-          f"PyTorch minifier {sum(r['theirs_nodes'] for r in rows)} nodes in {sum(r['theirs_calls'] for r in rows)} calls "
+    print(f"\ntotals: gapfuzz {sum(r['ours_nodes'] for r in rows)} nodes in "
+          f"{sum(r['ours_calls'] for r in rows)} calls; "
+          f"PyTorch minifier {sum(r['theirs_nodes'] for r in rows)} nodes in "
+          f"{sum(r['theirs_calls'] for r in rows)} calls "
           f"({n} cases)")
     no_larger = all(r["ours_nodes"] <= r["theirs_nodes"] for r in rows)
     no_more = all(r["ours_calls"] <= r["theirs_calls"] for r in rows)

@@ -9,9 +9,10 @@ The same campaign runs twice on one embedded Ray, ``probes.per_variant`` 1 and 8
   the workers (their busy time; each worker runs one thread);
 - a model campaign (the default campaign's four timm test models, five variants each): wall time.
 
-Sizes are off in both (``sizes.per_seed: 0``): this measures probes alone. Seeds are captured before either run and Inductor's compile caches are off, so the second run has
-no head start. It prints both figures and their ratios, and exits 1 when a goal is missed: at
-least 5x the pairs per CPU-second, at most 1.15x the model campaign's wall time.
+Sizes are off in both (``sizes.per_seed: 0``): this measures probes alone. Seeds are captured
+before either run and Inductor's compile caches are off, so the second run has no head start. It
+prints both figures and their ratios, and exits 1 when a goal is missed: at least 5x the pairs per
+CPU-second, at most 1.15x the model campaign's wall time.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def ops_campaign(n: int, probes: int, align: bool) -> dict:
     per = max(1, n // 3)
     return {"name": f"ops-{probes}", "seeds": [{"source": "ops", "include": [f"ops/*/{dtype}/0"], "sample": per}
                                                for dtype in ("float32", "int32", "bool")],
-            "variants": {"per_seed": 1}, "probes": {"per_variant": probes}, "sizes": {"per_seed": 0}, "backends": {"targets": TARGETS},
+            "variants": {"per_seed": 1}, "probes": {"per_variant": probes}, "sizes": {"per_seed": 0},
+            "backends": {"targets": TARGETS},
             "pools": {"cpu": {"workers": 2}}, "run": {"repeats": 1, "timeout_s": 120}, "compare": {"align": align}}
 
 

@@ -70,7 +70,8 @@ FORMATS = [
     (Status.ERROR, Stage.RUN, "RuntimeError",
      "Exception from src/inference/src/cpp/infer_request.cpp:{n}:\nParameterMismatch: Failed to set tensor for input "
      "with precision: f16, since the model input tensor precision is: bf16"),
-    (Status.CRASH, Stage.RUN, "SIGSEGV", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x{h} (most recent call "
+    (Status.CRASH, Stage.RUN, "SIGSEGV",
+     "Fatal Python error: Segmentation fault\n\nCurrent thread 0x{h} (most recent call "
      "first):\n  File \"/usr/lib/python3/site-packages/openvino/runtime/{name}.py\", line {n} in infer"),
     (Status.CRASH, Stage.RUN, "SIGABRT", "terminate called after throwing an instance of 'c10::Error'\n  what():  "
      "CUDA error: an illegal memory access was encountered at {n}"),
@@ -157,8 +158,8 @@ def generate(run_dir: Path, n: int, seed: int = 0) -> dict:
         "node_count": rng.integers(1, 400, nv)[vi], "stack": stack_dev[bi].astype(object),
         "device": np.array([b.split("@")[1] for b in BACKENDS], dtype=object)[bi],
         "status": status, "stage": stage, "error_type": err, "message": message, "cause": cause,
-        "verdict": verdict, "symptom": np.where(mism, rng.choice([Symptom.NUMERIC, Symptom.NONFINITE, Symptom.SHAPE], n),
-                                                None),
+        "verdict": verdict,
+        "symptom": np.where(mism, rng.choice([Symptom.NUMERIC, Symptom.NONFINITE, Symptom.SHAPE], n), None),
         "first_div_op": first_op, "output_dtype": np.where(done, "float32", None), "align_error": align_error,
         "explanation": explanation, "probe": probe,
         "tol_ratio": tol_ratio, "tol_needed": tol_ratio * 1e-5,

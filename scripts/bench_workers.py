@@ -31,7 +31,8 @@ from fuzzer.campaign import from_dict  # noqa: E402
 from fuzzer.driver import Driver  # noqa: E402
 from fuzzer.generate import captured  # noqa: E402
 
-SEEDS = ["resnet18", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnetx_004", "deit_tiny_patch16_224"]
+SEEDS = ["resnet18", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnetx_004",
+         "deit_tiny_patch16_224"]
 
 
 def campaign(workers: int, per_seed: int, repeats: int, cache: bool) -> dict:

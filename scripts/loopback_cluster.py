@@ -116,7 +116,8 @@ class LoopbackCluster:
     def node_id(self, node: Node) -> str:
         """Ray's id of a node (gapfuzz's worker names carry its first eight characters)."""
         code = ("import ray, logging; ray.init(address=%r, logging_level=logging.ERROR); "
-                "print([n['NodeID'] for n in ray.nodes() if n['NodeManagerPort'] == %d][0])") % (self.address, node.port)
+                "print([n['NodeID'] for n in ray.nodes() "
+                "if n['NodeManagerPort'] == %d][0])") % (self.address, node.port)
         out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, check=True)
         return out.stdout.strip().splitlines()[-1]
 

@@ -17,8 +17,9 @@ _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encode
 # attribute -> tiny value; applied only where the default is larger (ints, and int lists element-wise)
 SHRINK = {
     **dict.fromkeys(_LAYER_KEYS, LAYERS),
-    **dict.fromkeys(_WIDTH_KEYS := ("hidden_size", "d_model", "n_embd", "embed_dim", "embedding_size", "decoder_hidden_size",
-                     "encoder_hidden_size", "out_hidden_size", "projection_dim", "text_hidden_size", "emb_dim",
+    **dict.fromkeys(_WIDTH_KEYS := ("hidden_size", "d_model", "n_embd", "embed_dim", "embedding_size",
+                     "decoder_hidden_size", "encoder_hidden_size", "out_hidden_size", "projection_dim",
+                     "text_hidden_size", "emb_dim",
                      "output_hidden_size", "fpn_hidden_size", "projector_hidden_size", "hidden_sizes",
                      "conv_dim", "tdnn_dim", "encoder_hidden_dim", "word_embed_proj_dim", "neck_hidden_sizes",
                      "embed_dim_per_stage", "stage_out_channels", "stage_in_channels", "stage_mid_channels",
@@ -38,8 +39,8 @@ SHRINK = {
                      "attention_head_dim", "mamba_d_head", "d_head"), HEAD_DIM),
     **dict.fromkeys(("qk_rope_head_dim", "rotary_dim", "mamba_d_state", "state_size", "d_state"), 8),
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank", "time_step_rank", "codebook_dim"), 32),
-    **dict.fromkeys(_FFN_KEYS := ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner",
-                     "decoder_intermediate_size", "mlp_dim", "memory_fuser_intermediate_dim",
+    **dict.fromkeys(_FFN_KEYS := ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff",
+                     "n_inner", "decoder_intermediate_size", "mlp_dim", "memory_fuser_intermediate_dim",
                      "iou_head_hidden_dim", "encoder_feedforward_dim", "decoder_feedforward_dim",
                      "dim_feedforward", "intermediate_size_mlp"), FFN),
     **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"),
@@ -227,7 +228,10 @@ def _move_special_tokens(d: dict) -> None:
     for key, value in d.items():
         if not key.endswith(("token_id", "token_index", "token_ids")) or value is None:
             continue
-        move = (lambda v: is_int(v) and (v >= vocab or key not in BASIC_TOKENS))
+
+        def move(v):
+            return is_int(v) and (v >= vocab or key not in BASIC_TOKENS)
+
         if isinstance(value, list):
             d[key] = [next(slot, vocab - 1) if move(v) else v for v in value]
         elif move(value):

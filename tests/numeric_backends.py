@@ -140,9 +140,11 @@ class BlockedSum(Backend):
 
 
 def _blocked_sum(x, dim=None, keepdim=False, dtype=None):
-    out = aten.sum.dim_IntList(x, dim or [], keepdim, dtype=dtype) if dim is not None else aten.sum.default(x, dtype=dtype)
+    out = (aten.sum.dim_IntList(x, dim or [], keepdim, dtype=dtype) if dim is not None
+           else aten.sum.default(x, dtype=dtype))
     dims = list(range(x.dim())) if not dim else [d % max(x.dim(), 1) for d in dim]
-    rows = x.movedim(dims, list(range(x.dim() - len(dims), x.dim()))).flatten(x.dim() - len(dims)) if dims else x.reshape(1)
+    rows = (x.movedim(dims, list(range(x.dim() - len(dims), x.dim()))).flatten(x.dim() - len(dims)) if dims
+            else x.reshape(1))
     if rows.shape[-1] <= BlockedSum.BLOCK:
         return out
     tail = rows[..., BlockedSum.BLOCK:].sum(-1, dtype=out.dtype)

@@ -68,19 +68,27 @@ class Tf32Rounding(Backend):
         return rounded(gm) if on else gm
 
 
-class HostEager(Backend):
+class OnHost(Backend):
+    """A stack on the fake ``npu`` computed on the host CPU."""
+
+    input_device = "cpu"
+
+    @classmethod
+    def unavailable_reason(cls, device):
+        return None if device in cls.devices else f"{cls.name} does not run on {device}"
+
+
+class HostEager(OnHost):
     name = "host-eager"
     devices = ("cpu", "npu")
-    input_device = "cpu"
 
     def prepare(self, gm, example_inputs, device):
         return rounded(gm) if device == "npu" else gm
 
 
-class NpuCompiler(Backend):
+class NpuCompiler(OnHost):
     name = "npu-compiler"
     devices = ("npu",)
-    input_device = "cpu"
 
     def prepare(self, gm, example_inputs, device):
         return rounded(gm)

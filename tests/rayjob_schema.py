@@ -45,12 +45,14 @@ HEAD_GROUP = _closed(["template"], rayStartParams=_STR_MAP, template=POD_TEMPLAT
                      serviceType={"enum": ["ClusterIP", "NodePort", "LoadBalancer"]}, enableIngress={"type": "boolean"},
                      headService=_OBJ)
 
-WORKER_GROUP = _closed(["groupName", "template"], groupName={"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+WORKER_GROUP = _closed(["groupName", "template"],
+                       groupName={"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
                        replicas=_INT, minReplicas=_INT, maxReplicas=_INT, rayStartParams=_STR_MAP,
                        template=POD_TEMPLATE, scaleStrategy=_OBJ, numOfHosts={"type": "integer", "minimum": 1},
                        suspend={"type": "boolean"}, idleTimeoutSeconds={"type": "integer"})
 
-RAY_CLUSTER_SPEC = _closed(["headGroupSpec"], rayVersion={"type": "string"}, enableInTreeAutoscaling={"type": "boolean"},
+RAY_CLUSTER_SPEC = _closed(["headGroupSpec"], rayVersion={"type": "string"},
+                           enableInTreeAutoscaling={"type": "boolean"},
                            autoscalerOptions=_OBJ, headGroupSpec=HEAD_GROUP,
                            workerGroupSpecs={"type": "array", "items": WORKER_GROUP},
                            headServiceAnnotations=_STR_MAP, suspend={"type": "boolean"},

@@ -117,7 +117,8 @@ def test_a_selection_can_keep_only_the_seeds_that_ran_in_a_catalog(tmp_path):
     from results.catalog import Catalog, CatalogRow
 
     Catalog(tmp_path / "scan").write([CatalogRow(seed_id="timm/test_resnet", source="timm"),
-                                      CatalogRow(seed_id="timm/test_vit", source="timm", status="error", stage="capture")])
+                                      CatalogRow(seed_id="timm/test_vit", source="timm", status="error",
+                                                 stage="capture")])
     sel = {"source": "timm", "include": ["test_resnet", "test_vit", "test_convnext"], "catalog": str(tmp_path / "scan")}
     assert select_seeds(from_dict({**BASE, "seeds": [sel]})) == ["timm/test_resnet"]
     with pytest.raises(CampaignError, match=r"seeds\[0\].catalog: .*empty holds no seed catalog"):

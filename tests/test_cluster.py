@@ -71,6 +71,7 @@ run: {flush_every: 10, repeats: 0}
 """
 
 
+@pytest.mark.slow  # a three-node cluster losing one (about 3 minutes): python -m pytest -m slow
 def test_a_lost_node_costs_no_run_and_a_late_node_gets_work(tmp_path, write_campaign):
     """Stop (SIGKILL) one of two npu nodes while it runs, then add a third: the campaign finishes with every
     (variant, backend) pair recorded once, and the late node's worker ran some of them."""

@@ -29,5 +29,5 @@ def test_default_campaign_is_the_shipped_one():
 def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
-    command = 'pip install -e ".[all,test]" && python -m pytest'
+    command = 'pip install -e ".[all,test]" && ruff check . && python -m pytest'
     assert command in readme and command in ci

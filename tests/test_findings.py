@@ -19,7 +19,8 @@ def _run(path: Path) -> Path:
     (path / "campaign.yaml").write_text("name: study\nbackends: {reference: eager@cpu, oracle: eager-fp64@cpu}\n")
     recs = []
     for seed, source, op in (("ops/hypot/float32/0", "ops", "aten.hypot.default"),
-                             ("ops/add/float32/0", "ops", "aten.add.Tensor"), ("timm/m", "timm", "aten.conv2d.default")):
+                             ("ops/add/float32/0", "ops", "aten.add.Tensor"),
+                             ("timm/m", "timm", "aten.conv2d.default")):
         for backend in ("eager@cpu", "eager-fp64@cpu", "openvino@cpu"):
             recs.append(RunRecord(campaign="study", variant_id=f"{seed}#0", seed_id=seed, seed_source=source,
                                   backend=backend, stack=backend[:-4], device="cpu", status="ok", ops=[op],

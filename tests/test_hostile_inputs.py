@@ -183,11 +183,13 @@ CASES = {
     "null-key": ({"c.yaml": campaign("null: 3")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
                  "the key null is not a name"),
     "int-option-key": ({"c.yaml": campaign(targets="[{backend: inductor@cpu, options: {1: 2}}]")},
-                       ["run", "{d}/c.yaml", "--out", "{d}/run"], "backends.targets[0].options: the key 1 is not a name"),
+                       ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                       "backends.targets[0].options: the key 1 is not a name"),
     # --- bounds: size, aliases, nesting, counts
-    "huge-file": ({"c.yaml": OK + "description: '" + "x" * 1_100_000 + "'\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
-                  "at most 1000000 bytes are read"),
-    "a-device": ({}, ["run", "/dev/zero", "--out", "{d}/run"], "/dev/zero: cannot read campaign file: not a regular file"),
+    "huge-file": ({"c.yaml": OK + "description: '" + "x" * 1_100_000 + "'\n"},
+                  ["run", "{d}/c.yaml", "--out", "{d}/run"], "at most 1000000 bytes are read"),
+    "a-device": ({}, ["run", "/dev/zero", "--out", "{d}/run"],
+                 "/dev/zero: cannot read campaign file: not a regular file"),
     "billion-laughs": ({"c.yaml": campaign(
         targets="[{backend: inductor@cpu, options: {x: &a [1,1,1,1,1,1,1,1,1,1], b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a],"
                 " c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b], d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c],"
@@ -221,7 +223,8 @@ CASES = {
                          ["run", "{d}/c.yaml", "--out", "{d}/run/sub"], "inside the run folder"),
     "report-into-records": ({"run/records/x/part-1.parquet": "RECORDS"},
                             ["report", "{d}/run", "--out", "{d}/run/records/x.parquet"], "which holds only records"),
-    "report-into-another-run": ({"run/records/x/part-1.parquet": "RECORDS", "other/records/x/part-1.parquet": "RECORDS"},
+    "report-into-another-run": ({"run/records/x/part-1.parquet": "RECORDS",
+                                 "other/records/x/part-1.parquet": "RECORDS"},
                                 ["report", "{d}/run", "--out", "{d}/other/report.html"], "inside the run folder"),
     "report-out-is-a-folder": ({"run/records/x/part-1.parquet": "RECORDS", "dir/x": ""},
                                ["report", "{d}/run", "--out", "{d}/dir"], "is a folder; give --out the report's file"),

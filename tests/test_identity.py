@@ -47,8 +47,9 @@ def test_the_dtype_is_identity_only_where_the_op_passes_at_another_dtype():
     c = clusters(pd.DataFrame([f16, ok, other]))
     assert sorted(c["output_dtype"]) == ["-", "float16"]  # the exp divergence: no passing dtype, no dtype in its key
     assert bug_key(f16) == bug_key({**f16, "output_dtype": "bfloat16"})  # a record alone: no dtype in the key
+    # a 2 % fault hides in bfloat16's tolerance
     loose = _div(status="ok", verdict="agree", symptom=None, first_div_op=None, node_symptom=None, stage=None,
-                 output_dtype="bfloat16", variant_id="ops/relu/float32/0#2")  # a 2 % fault hides in bfloat16's tolerance
+                 output_dtype="bfloat16", variant_id="ops/relu/float32/0#2")
     c = clusters(pd.DataFrame([_div(variant_id="ops/relu/float32/0#1"), loose]))
     assert c["output_dtype"].tolist() == ["-"]
 

@@ -55,7 +55,8 @@ def test_checksum_ignores_the_stride_of_a_one_element_view():
     lambda g: g.insert(1, ["call_method", "m", "__init__\r\nimport os", {"t": []}, {"d": []}]),
     lambda g: g.insert(1, ["get_attr", "w2", "w\rimport os", {"t": []}, {"d": []}]),
     lambda g: g.insert(1, ["placeholder", "y", "y)\nimport os#", {"t": []}, {"d": []}]),
-    lambda g: g.insert(1, ["call_function", "c", "aten.zeros.default", {"t": [{"l": [1]}]}, {"d": [["dtype", {"dtype": "os"}]]}]),
+    lambda g: g.insert(1, ["call_function", "c", "aten.zeros.default", {"t": [{"l": [1]}]},
+                           {"d": [["dtype", {"dtype": "os"}]]}]),
 ])
 def test_a_graph_read_as_data_passes_only_identifiers_operators_and_torch_s_own_dtypes(edit):
     import json

@@ -133,3 +133,18 @@ def test_a_stack_rounding_to_tf32_has_every_divergence_explained_and_none_with_t
     assert len(divergent), "TF32 rounding past TF32's tolerance should show somewhere"
     assert (divergent["explanation"] == Explanation.TF32).all(), divergent[["seed_id", "probe", "explanation"]]
     assert run.clusters(vendor=True).empty
+
+
+def test_tf32_is_set_and_restored_even_after_torch_disables_its_global_flags():
+    """PyTorch's test harness calls ``torch.backends.disable_global_flags()``; a run must still set TF32."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.backends.disable_global_flags()\n"
+            "from workers.platform import Precision\n"
+            "with Precision(True).applied():\n"
+            "    print(torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)\n"
+            "with Precision(False).applied(): print(torch.backends.cudnn.allow_tf32)\n"
+            "print(torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False", "True", "False"]  # on, off, then PyTorch's defaults again

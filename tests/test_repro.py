@@ -65,7 +65,8 @@ def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_pat
     record = {"campaign": "t", "variant_id": "ops/nn.functional.relu/float32/0#0", "backend": "nan-to-zero@cpu",
               "seed_id": "ops/nn.functional.relu/float32/0", "status": "mismatch", "stage": "compare",
               "symptom": "nonfinite", "verdict": "target-divergent", "output_dtype": "float32", "probe": probe.name,
-              "probe_recipe": probe.recipe(), "recipe": '{"mutations":[],"rng":0,"seed":"ops/nn.functional.relu/float32/0"}'}
+              "probe_recipe": probe.recipe(),
+              "recipe": '{"mutations":[],"rng":0,"seed":"ops/nn.functional.relu/float32/0"}'}
     result = reproduce(run, record, tmp_path / "repro", max_calls=60, tries=1, allow_plugins=True)
     assert result.status == "reproducible" and result.nodes_after <= 2, result
     code = (tmp_path / "repro" / "repro.py").read_text()

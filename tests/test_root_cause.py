@@ -18,7 +18,8 @@ PLANTED = """
 name: planted-faults
 seed: SEED
 seeds:
-  - {source: ops, include: ["ops/nn.functional.silu/float32/0", "ops/tanh/float32/0", "ops/nn.functional.relu/float32/0",
+  - {source: ops, include: ["ops/nn.functional.silu/float32/0", "ops/tanh/float32/0", \
+"ops/nn.functional.relu/float32/0",
                             "ops/add/int32/0", "ops/sum/float32/0"]}
 variants: {per_seed: 3, mutations: 1, mutators: [semantic]}
 sizes: {per_seed: 1, widths: 0}
@@ -249,7 +250,8 @@ def test_clusters_whose_minimised_reproducers_match_merge(tmp_path):
                       "variants": [2, 1, 1], "unmutated": [0, 0, 0], "inherited": [0, 0, 0], "seeds": [1, 1, 1],
                       "seed_ids": [["a"], ["b"], ["c"]], "families": [[]] * 3, "backends": [["x@cpu"]] * 3,
                       "probes": [[]] * 3, "ops": [["aten.linear.default"], ["aten.addmm.default"], []],
-                      "output_dtypes": [[]] * 3, "mutations": [[]] * 3, "vendor": [True] * 3, "max_tol_ratio": [1.0] * 3})
+                      "output_dtypes": [[]] * 3, "mutations": [[]] * 3, "vendor": [True] * 3,
+                      "max_tol_ratio": [1.0] * 3})
     for cid, ops in (("d-1", ["aten.addmm.default"]), ("d-2", ["aten.addmm.default"]), ("d-3", ["aten.mm.default"])):
         (tmp_path / cid).mkdir()
         (tmp_path / cid / "shrink.json").write_text(json.dumps(

@@ -9,7 +9,7 @@ from core.bugs import Kind, Mode, Symptom, Verdict
 from core.ir import Variant
 from workers.compare import Tolerances
 from workers.judge import judge_outputs
-from workers.training import Trainer, lift_parameters, loss_of, train_step, training_output_names
+from workers.training import Trainer, lift_parameters, loss_of, training_output_names
 
 aten = torch.ops.aten
 PLANTED = """
@@ -84,7 +84,8 @@ def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_sta
     from fuzzer.campaign import CampaignError, from_dict
     from fuzzer.plan import plan
 
-    c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}], "sizes": {"per_seed": 0, "widths": 0},
+    c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}],
+                   "sizes": {"per_seed": 0, "widths": 0},
                    "backends": {"targets": ["inductor@cpu", "onnxruntime@cpu",
                                             {"backend": "eager@cpu", "label": "eager-train", "mode": "training"}]}})
     work = plan(c, ["ops/tanh/float32/0"], set())

@@ -124,7 +124,8 @@ def test_generated_names_with_or_without_digits_and_lists_of_any_length_share_a_
     assert failing_op("placeholder %arg0_1 is bad") == "" and failing_op("bad %argmax_1") == "aten.argmax"
     assert failing_op("quantized::linear failed") == "quantized.linear"
     assert failing_op("aten::add") == failing_op("aten.add.Tensor") == failing_op("%add_tensor_2") == "aten.add"
-    assert template("float32, float16, bfloat16, int8 are the dtypes") == "float32, float16, bfloat16, int8 are the dtypes"
+    assert template("float32, float16, bfloat16, int8 are the dtypes") == \
+        "float32, float16, bfloat16, int8 are the dtypes"
     assert "planted fault" in template(a)
     kernels = ("Exception in kernel cj75wjonhg4kmbq2x6vgyqkjwzj5r3ybcsegm4xzk2gba3n, node 12",
                "Exception in kernel ca2bx7l3jtyn6wq5pvcf5d3muhk6ssbrvqpz3oof4pykfgjkqa, node 7")

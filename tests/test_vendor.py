@@ -19,7 +19,8 @@ from analysis.vendor import _cell, _fenced, digest
 CONVERT = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\nFrontEnd API "
            "failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n-- No conversion rule found for "
            "operations: aten.elu.default")
-RELU_REPRO = '"""NaN at relu: ```` in a docstring."""\nimport os, sys\nassert os.path.exists("model.onnx")\nsys.exit(1)\n'
+RELU_REPRO = ('"""NaN at relu: ```` in a docstring."""\nimport os, sys\nassert os.path.exists("model.onnx")\n'
+              'sys.exit(1)\n')
 CONV_REPRO = "import sys\n" + "x = 1\n" * 8 + "sys.exit(0)  # fixed: strict xfail must say XPASS\n"
 
 
@@ -31,9 +32,9 @@ def _records(n_relu=3):
     nan = {**div, "symptom": "nonfinite", "node_symptom": "nonfinite"}
     runs = [("openvino@cpu", f"m{i}", {**nan, "first_div_op": "aten.relu.default"}) for i in range(n_relu)]
     runs += [("openvino@cpu", "m9", {**nan, "first_div_op": "aten.conv2d.default"})]
-    runs += [("openvino@cpu", f"b{i}", {**div, "symptom": "numeric", "node_symptom": "numeric", "explanation": "bfloat16",
-                                         "first_div_op": op}) for i, op in enumerate(["aten.linear.default"] * 5 +
-                                                                                     ["aten.matmul.default"] * 2)]
+    runs += [("openvino@cpu", f"b{i}", {**div, "symptom": "numeric", "node_symptom": "numeric",
+                                         "explanation": "bfloat16", "first_div_op": op})
+             for i, op in enumerate(["aten.linear.default"] * 5 + ["aten.matmul.default"] * 2)]
     runs += [("openvino@cpu", "c0", {"status": "error", "stage": "convert", "error_type": "OpConversionFailure",
                                      "message": CONVERT})]
     runs += [("openvino@cpu", "i0", {**div, "symptom": "integer", "node_symptom": "integer", "first_div_op": "my|op"})]

@@ -38,7 +38,8 @@ def attributable(o, spec) -> bool:
     """A finding of a stack whose passes can be told apart; a missing check has no reference outputs
     to bisect against (eager raised)."""
     cls = spec.backend_cls()
-    return _finding(o) is not None and o.symptom != Symptom.MISSING_ERROR and (o.compiler in TORCH_COMPILERS or bool(cls.unoptimised) or bool(cls.passes))
+    return _finding(o) is not None and o.symptom != Symptom.MISSING_ERROR and (
+        o.compiler in TORCH_COMPILERS or bool(cls.unoptimised) or bool(cls.passes))
 
 
 def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:

@@ -34,7 +34,8 @@ def layer_of(backend: str | None, subsystem: str | None) -> str | None:
     if backend in CAPTURE_BACKENDS:
         return CONVERSION
     if subsystem in PASS_SUBSYSTEMS or subsystem in ("layout_optimization", "comprehensive_padding") \
-            or (subsystem or "").startswith("inductor_layout") or (subsystem or "").startswith("inductor_comprehensive"):
+            or (subsystem or "").startswith("inductor_layout") \
+            or (subsystem or "").startswith("inductor_comprehensive"):
         return OPTIMISER
     return KERNEL
 

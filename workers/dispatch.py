@@ -23,7 +23,8 @@ class Done:
     job: object  # what the caller submitted the call for
     actor: object
     value: object = None
-    lost: Exception | None = None  # the actor or the call's inputs died (not a backend fault: the sandbox isolates those)
+    # the actor or the call's inputs died (not a backend fault: the sandbox isolates those)
+    lost: Exception | None = None
     actor_died: bool = False  # lost because the actor itself died (its node went away, or its process did)
     again: bool = True  # a lost call worth running again (not one Ray failed for a reason of its own)
 

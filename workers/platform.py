@@ -39,12 +39,17 @@ class Precision:
         import torch
 
         matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+        # cuDNN's flags refuse a plain set once torch.backends.disable_global_flags() ran (PyTorch's test
+        # harness calls it); its own bracket, as cudnn.flags() uses, allows it
+        bracket = getattr(torch.backends, "__allow_nonbracketed_mutation", contextlib.nullcontext)
         before = (matmul.allow_tf32, cudnn.allow_tf32)
-        matmul.allow_tf32, cudnn.allow_tf32 = self.tf32, self.tf32
+        with bracket():
+            matmul.allow_tf32, cudnn.allow_tf32 = self.tf32, self.tf32
         try:
             yield self
         finally:
-            matmul.allow_tf32, cudnn.allow_tf32 = before
+            with bracket():
+                matmul.allow_tf32, cudnn.allow_tf32 = before
 
 
 def backend_options(options: dict) -> dict:

@@ -176,7 +176,8 @@ class PoolWorker:
         object store from here and stay in the sandbox, for this worker to run without a transfer."""
         t0 = time.perf_counter()
         try:
-            reply = self.sandbox.request(Executor.call, fn, tuple(args), {}, keep_payloads=keep_payloads, timeout=timeout)
+            reply = self.sandbox.request(Executor.call, fn, tuple(args), {}, keep_payloads=keep_payloads,
+                                         timeout=timeout)
         except RemoteError as e:
             return CallReply(self.name, error=e.info)
         finally:
@@ -192,8 +193,8 @@ class PoolWorker:
 
     def stats(self) -> dict:
         now = time.monotonic()
-        return {"worker": self.name, "busy_s": self.busy_s, "alive_s": now - self.started, "serving_s": now - self.serving,
-                "sandbox_starts": self.sandbox.starts, "local_loads": self.local_loads}
+        return {"worker": self.name, "busy_s": self.busy_s, "alive_s": now - self.started,
+                "serving_s": now - self.serving, "sandbox_starts": self.sandbox.starts, "local_loads": self.local_loads}
 
     def shutdown(self) -> None:
         self.sandbox.close()

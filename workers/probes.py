@@ -4,7 +4,8 @@ values fed to a graph is found every time, not when a mutation happens to draw t
 A probe is a kind and the parameters that replay it; ``make_inputs`` turns the capture's example
 inputs into the probe's, deterministically, in any process. Each kind applies only where it makes
 sense: an input a graph uses as an index keeps its valid indices (an index probe reorders them), a
-mask stays a mask, integer extremes go only to integers used as numbers. ``choose`` picks a variant's probes: the example
+mask stays a mask, integer extremes go only to integers used as numbers.
+``choose`` picks a variant's probes: the example
 first, then the kinds round-robin (a special value, a magnitude, an integer or bool corner, ...),
 so that a few probes already cover every family that applies. Beside them, not counted in
 ``per_variant``: relation probes (number inputs of one shape made equal, half equal, one ulp apart on

@@ -24,7 +24,7 @@ from .compare import compare
 from .consensus import bit_exact, dtype_bound, find_consensus
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
-from .comparisons import DIVERGED, Judges, platform_explains, tf32_explains
+from .comparisons import Judges, platform_explains, tf32_explains
 from .judge import RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import new_outcome

@@ -88,8 +88,9 @@ POOL: dict[str, Entry] = {
         aten.max_pool2d.default, x, [3, 3], [1, 1], [1, 1]), False),
     "group_norm": Entry(lambda s: len(s) == 4 and s[1] % 2 == 0, lambda rw, x, p: rw.call(
         aten.group_norm.default, x, 2), False),
-    "pixel_shuffle_roundtrip": Entry(lambda s: len(s) == 4 and s[2] % 2 == 0 and s[3] % 2 == 0, lambda rw, x, p: rw.call(
-        aten.pixel_shuffle.default, rw.call(aten.pixel_unshuffle.default, x, 2), 2), False),
+    "pixel_shuffle_roundtrip": Entry(lambda s: len(s) == 4 and s[2] % 2 == 0 and s[3] % 2 == 0,
+                                     lambda rw, x, p: rw.call(aten.pixel_shuffle.default,
+                                                              rw.call(aten.pixel_unshuffle.default, x, 2), 2), False),
     "upsample_avgpool": Entry(lambda s: len(s) == 4, lambda rw, x, p: rw.call(aten.avg_pool2d.default, rw.call(
         aten.upsample_nearest2d.vec, x, [2 * shape_of(x)[2], 2 * shape_of(x)[3]], None), [2, 2], [2, 2]), False),
     "index_select_perm": Entry(_rank(1), lambda rw, x, p: rw.call(aten.index_select.default, x, p["dim"], rw.constant(

@@ -159,7 +159,8 @@ class ActivationDecompose(_Substitution):
             if _arg(n, 1, "approximate", "none") == "tanh":
                 inner = c(aten.mul.Tensor, c(aten.add.Tensor, x, c(aten.mul.Tensor, c(aten.pow.Tensor_Scalar, x, 3),
                                                                    0.044715)), math.sqrt(2 / math.pi))
-                return c(aten.mul.Tensor, c(aten.mul.Tensor, x, 0.5), c(aten.add.Tensor, c(aten.tanh.default, inner), 1))
+                return c(aten.mul.Tensor, c(aten.mul.Tensor, x, 0.5),
+                         c(aten.add.Tensor, c(aten.tanh.default, inner), 1))
             erf = c(aten.erf.default, c(aten.mul.Tensor, x, 1 / math.sqrt(2)))
             return c(aten.mul.Tensor, c(aten.mul.Tensor, x, 0.5), c(aten.add.Tensor, erf, 1))
         if n.target is aten.silu.default:

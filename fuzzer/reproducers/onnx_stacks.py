@@ -57,7 +57,8 @@ def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, ru
     built = helper_source(model)
     out = []
     for form, build, files in (("onnx.helper", built, {}),
-                               ("model.onnx", 'model = onnx.load("model.onnx")', {"model.onnx": model.SerializeToString()})):
+                               ("model.onnx", 'model = onnx.load("model.onnx")',
+                                {"model.onnx": model.SerializeToString()})):
         if build is None:
             continue
         head = ["import sys", "", *([] if compile_only else ["import numpy as np"]), *imports,

@@ -61,8 +61,10 @@ def torch_compile(case: Case) -> list[Script]:
             lines += [f"expected = {call('f', 'args')}  # eager",
                       f"fp64 = {call('f', wide)}",
                       f"actual = {call(compiled, 'args')}",
-                      "for e, a in zip(torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(actual)):",
-                      "    bad = ~torch.isclose(a, e, rtol=1e-4, atol=1e-4, equal_nan=True) if e.is_floating_point() else a != e",
+                      "for e, a in zip(torch.utils._pytree.tree_leaves(expected), "
+                      "torch.utils._pytree.tree_leaves(actual)):",
+                      "    bad = ~torch.isclose(a, e, rtol=1e-4, atol=1e-4, equal_nan=True) "
+                      "if e.is_floating_point() else a != e",
                       '    print(f"{int(bad.sum())} of {e.numel()} differ at {bad.nonzero()[:4].tolist()}: '
                       'eager {e[bad][:4].tolist()}, compiled {a[bad][:4].tolist()}")',
                       "sys.exit(0 if same(expected, actual, fp64_ref=fp64, equal_nan=True) else 1)"]

@@ -4,8 +4,9 @@ The key is ``core.bugs``' one definition, so the reducer keeps exactly what tria
 crash or error must end with the same status, stage, exception type (or signal) and message
 template; a discrepancy must keep its verdict from the float64 oracle (the target blamed, the
 reference, or both far), its symptom and output dtype, and the operator where it started must
-still be in the graph, and the located node's symptom must be the candidate's (``BugKey.shown_by``). An accuracy failure therefore cannot shrink to
-nothing, nor to a different error. Candidates are judged with the campaign's own settings.
+still be in the graph, and the located node's symptom must be the candidate's (``BugKey.shown_by``).
+An accuracy failure therefore cannot shrink to nothing, nor to a different error. Candidates are
+judged with the campaign's own settings.
 """
 from __future__ import annotations
 

@@ -132,7 +132,8 @@ class TorchvisionSource(SeedSource):
         args = self._inputs(name, module, seeded_generator(seed_id + "#input"), sized.size)
         task, kind = _TASKS.get(module, ("image-classification", "class_logits"))
         if part:
-            model, args, task = DetectionCandidates(model, _CANDIDATES[name]).eval(), (args[0][0],), "detection-candidates"
+            model, args, task = (DetectionCandidates(model, _CANDIDATES[name]).eval(), (args[0][0],),
+                                 "detection-candidates")
         family = builder.__module__.rsplit(".", 1)[-1]
         info = SeedInfo(id=seed_id, source=self.name, family=family, task=task, output_kind=kind,
                         input_spec=input_spec_of(_flat(args), {}), params=count_params(model),
@@ -148,7 +149,8 @@ class TorchvisionSource(SeedSource):
             s = _VIDEO_SIZE.get(name, 224)
             return (torch.randn((1, 3, 16, s, s), generator=g),)
         if module == "optical_flow":
-            return (torch.rand((1, 3, 128, 128), generator=g) * 2 - 1, torch.rand((1, 3, 128, 128), generator=g) * 2 - 1)
+            return (torch.rand((1, 3, 128, 128), generator=g) * 2 - 1,
+                    torch.rand((1, 3, 128, 128), generator=g) * 2 - 1)
         s = side or _SIZE.get(name, 224)
         return (torch.randn((1, 3, s, s), generator=g),)
 
