@@ -5,7 +5,7 @@ product and convolution rounds its two operands to TF32's 10 mantissa bits, as T
 it is eager. ``HostEager`` runs as the reference on ``cpu`` and as the platform on a fake ``npu`` whose
 matrix products always round so (a platform that differs from the host); ``NpuCompiler`` calls the
 very same kernels there, and ``FaultyNpuCompiler`` does too but also sums wrong (a compiler's own
-defect, scaled by ``1 + SCALE``).
+defect: each sum scaled by ``1 + tests.forward_backends.SCALE``).
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import torch
 
 from workers.registry import Backend
 
+from .forward_backends import _scaled
 from .numeric_backends import _retargeted
 
 aten = torch.ops.aten
-SCALE = 1e-2
 # op -> the positions of the operands whose products are summed
 OPERANDS = {aten.mm.default: (0, 1), aten.bmm.default: (0, 1), aten.addmm.default: (1, 2),
             aten.baddbmm.default: (1, 2), aten.matmul.default: (0, 1), aten.linear.default: (0, 1),
@@ -41,13 +41,6 @@ def _rounding(op, positions):
 
 
 _ROUNDING = {op: _rounding(op, positions) for op, positions in OPERANDS.items()}
-
-
-def _scaled(op):
-    def run(*args, **kwargs):
-        return aten.mul.Tensor(op(*args, **kwargs), 1.0 + SCALE)
-    run.__name__ = run.__qualname__ = f"scaled_{op.__name__.replace('.', '_')}"
-    return run
 
 
 _WRONG_SUMS = {op: _scaled(op) for op in SUMS}
