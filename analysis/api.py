@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Status, Verdict
-from core.strict_yaml import YamlError, load
-from results.catalog import Catalog
-from results.folder import Folder
-from results.manifest import RunManifest
-from results.schema import COLUMNS
-from results.store import RecordStore, ResultsError, check_version
+from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Status, Verdict
+from gapfuzz.core.strict_yaml import YamlError, load
+from gapfuzz.results.catalog import Catalog
+from gapfuzz.results.folder import Folder
+from gapfuzz.results.manifest import RunManifest
+from gapfuzz.results.schema import COLUMNS
+from gapfuzz.results.store import RecordStore, ResultsError, check_version
 
 from . import clusters as _clusters
 from . import option_cover as _cover

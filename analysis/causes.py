@@ -22,7 +22,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from core.bugs import EXAMPLE_PROBE, Explanation, Verdict
+from gapfuzz.core.bugs import EXAMPLE_PROBE, Explanation, Verdict
 
 CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op and verdict
 NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",

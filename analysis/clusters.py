@@ -26,10 +26,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS,
+from gapfuzz.core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS,
                        GRAD_OUTPUT, GRADIENT_SYMPTOMS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Mode, Status, Symptom,
                        Verdict, bug_keys, error_band, kernel_op)
-from core.failures import UNUSABLE
+from gapfuzz.core.failures import UNUSABLE
 
 from .causes import derive
 from .impact import impact

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.bugs import FAILED, Kind
+from gapfuzz.core.bugs import FAILED, Kind
 
 from .api import Run
 from .known import CLASSES, KnownIssues

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core.bugs import MISSING, Status
+from gapfuzz.core.bugs import MISSING, Status
 
 
 def op_base(op: str) -> str:

@@ -28,9 +28,9 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from core.strict_yaml import YamlError, load, read_file
+from gapfuzz.core.strict_yaml import YamlError, load, read_file
 
-from results.store import ResultsError
+from gapfuzz.results.store import ResultsError
 from .triage import describe
 
 CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.bugs import ReproStatus
+from gapfuzz.core.bugs import ReproStatus
 
 SUMMED = ("count", "variants", "unmutated", "inherited")
 JOINED = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "output_dtypes", "mutations")

@@ -13,7 +13,7 @@ from itertools import combinations, product
 
 import pandas as pd
 
-from core.bugs import Mode
+from gapfuzz.core.bugs import Mode
 
 COLUMNS = ["backend", "seed_id", "mode", "backend_options", "backend_version"]
 

@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.bugs import COMPLETED, DEFAULT_REFERENCE, VENDOR_STAGES, Status, Verdict
+from gapfuzz.core.bugs import COMPLETED, DEFAULT_REFERENCE, VENDOR_STAGES, Status, Verdict
 
 BACKEND_FAILURES = (Status.ERROR, Status.UNSUPPORTED, Status.CRASH, Status.TIMEOUT, Status.OOM)
 DEFAULT_TOLERANCES = tuple(float(t) for t in np.logspace(-8, 0, 17))

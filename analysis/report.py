@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 
 import matplotlib.patches  # noqa: E402
 
-from core.bugs import Status, Verdict  # noqa: E402
+from gapfuzz.core.bugs import Status, Verdict  # noqa: E402
 
 from . import report_tables as tables  # noqa: E402
 from .api import Run  # noqa: E402

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from core.bugs import EXAMPLE_PROBE, Kind, Mode, Verdict
+from gapfuzz.core.bugs import EXAMPLE_PROBE, Kind, Mode, Verdict
 
 from . import option_cover as _cover
 from . import portability as _port

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.bugs import Stage, Status
+from gapfuzz.core.bugs import Stage, Status
 
-from core.templates import template
+from gapfuzz.core.templates import template
 from .table import format_table, markdown_table
 
 STAGES = ["built", "within cap", "captured", "ran"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Mode, Stage, Symptom
+from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Mode, Stage, Symptom
 
 from .table import format_table
 
@@ -221,7 +221,7 @@ WHY_DIMENSIONS = (  # what a cluster's runs may differ in and still be one bug: 
 def render_why(cluster, rows: pd.DataFrame, parts=None) -> str:
     """Why the runs of one cluster are one bug: the key's parts (``parts``: its row of
     ``analysis.clusters.keys``), then what its runs differ in."""
-    from core.bugs import DIVERGENCE_FIELDS, FAILURE_FIELDS, MISSING
+    from gapfuzz.core.bugs import DIVERGENCE_FIELDS, FAILURE_FIELDS, MISSING
 
     fields = FAILURE_FIELDS if cluster["kind"] == Kind.FAILURE else DIVERGENCE_FIELDS
     lines = [f"cluster {cluster['cluster']}: {describe(pd.Series(cluster).to_frame().T.itertuples().__next__())}",

@@ -36,8 +36,8 @@ from functools import lru_cache
 from itertools import combinations, product
 from math import prod
 
-from core.bugs import Mode
-from core.seeding import stable_int
+from gapfuzz.core.bugs import Mode
+from gapfuzz.core.seeding import stable_int
 
 PAIRS, ALL, DRAW = "pairs", "all", "draw"
 COVERS = (PAIRS, ALL, DRAW)

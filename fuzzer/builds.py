@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.bugs import Mode, Stage
-from core.failures import Failure
-from seeds.spec import SeedInfo
-from workers.messages import CallReply, PayloadReply
+from gapfuzz.core.bugs import Mode, Stage
+from gapfuzz.core.failures import Failure
+from gapfuzz.seeds.spec import SeedInfo
+from gapfuzz.workers.messages import CallReply, PayloadReply
 
 from .settings import VariantSettings
 from .recipe import Recipe

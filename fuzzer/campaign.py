@@ -18,15 +18,15 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from core.bugs import Mode
-from core.covering import ALL, COVERS, MAX_COMBINATIONS
-from core.registry import did_you_mean
-from core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
-from results.manifest import RunManifest
-from workers.compare import DEFAULT_TOLERANCES, Tolerances
-from workers.pool import PoolSettings
-from workers.probes import KINDS, ProbeSettings
-from workers.registry import BackendError, BackendSpec, parse_backend
+from gapfuzz.core.bugs import Mode
+from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS
+from gapfuzz.core.registry import did_you_mean
+from gapfuzz.core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
+from gapfuzz.results.manifest import RunManifest
+from gapfuzz.workers.compare import DEFAULT_TOLERANCES, Tolerances
+from gapfuzz.workers.pool import PoolSettings
+from gapfuzz.workers.probes import KINDS, ProbeSettings
+from gapfuzz.workers.registry import BackendError, BackendSpec, parse_backend
 
 from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection, SizeSettings,
                        VariantSettings)
@@ -60,7 +60,7 @@ class CampaignError(ValueError):
 
 
 def default_campaign_path() -> Path:
-    return Path(str(resources.files("fuzzer") / "campaigns" / "default.yaml"))
+    return Path(str(resources.files("gapfuzz.fuzzer") / "campaigns" / "default.yaml"))
 
 
 def _where(path) -> str:
@@ -297,7 +297,7 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
 
 def _resolve(config: dict, source: str) -> Campaign:
     """Every section of a filled-in config as typed settings; names checked on the way."""
-    from seeds import source_names
+    from gapfuzz.seeds import source_names
 
     from .mutators import MutatorError, resolve_mutators
 

@@ -1,9 +1,9 @@
 """The campaign file's JSON Schema and its defaults (docs: README, campaigns/*.yaml)."""
 from __future__ import annotations
 
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Mode
-from seeds.sizes import DIMENSION_SIZES, WIDTHS
-from workers.probes import DEFAULT_KINDS
+from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Mode
+from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS
+from gapfuzz.workers.probes import DEFAULT_KINDS
 
 from .settings import AlignScope, GuidanceMode
 

@@ -13,13 +13,13 @@ import os
 import random
 from collections import deque
 
-from core.bugs import Stage
-from results.catalog import Catalog, CatalogRow
-from seeds.scan import scan_seed
-from workers.dispatch import Dispatcher, Done
-from workers.fleet import Fleet
-from workers.jobs import JobLoop
-from workers.pool import AUTO, PoolSettings, connect
+from gapfuzz.core.bugs import Stage
+from gapfuzz.results.catalog import Catalog, CatalogRow
+from gapfuzz.seeds.scan import scan_seed
+from gapfuzz.workers.dispatch import Dispatcher, Done
+from gapfuzz.workers.fleet import Fleet
+from gapfuzz.workers.jobs import JobLoop
+from gapfuzz.workers.pool import AUTO, PoolSettings, connect
 
 from .builds import reply_failure
 from .progress import Progress

@@ -20,8 +20,8 @@ SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict", "sta
 
 
 def _records(run_dir: str, columns: list[str] | None = None):
-    from results.folder import FolderError
-    from results.store import RecordStore
+    from gapfuzz.results.folder import FolderError
+    from gapfuzz.results.store import RecordStore
 
     try:
         store = RecordStore(run_dir)
@@ -36,9 +36,9 @@ def _records(run_dir: str, columns: list[str] | None = None):
 
 
 def cmd_run(args) -> int:
-    from results.folder import Folder, FolderError, run_folder_around
-    from analysis.triage import render_summary, render_unmutated
-    from core.bugs import Status, Verdict
+    from gapfuzz.results.folder import Folder, FolderError, run_folder_around
+    from gapfuzz.analysis.triage import render_summary, render_unmutated
+    from gapfuzz.core.bugs import Status, Verdict
 
     from .campaign import load_campaign
     from .driver import Driver
@@ -102,8 +102,8 @@ def cmd_run(args) -> int:
 
 
 def _run(run_dir: str, args=None):
-    from analysis.api import load_run
-    from results.store import ResultsError
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.results.store import ResultsError
 
     try:
         return load_run(run_dir, getattr(args, "known", None), getattr(args, "catalog", None))
@@ -112,7 +112,7 @@ def _run(run_dir: str, args=None):
 
 
 def cmd_triage(args) -> int:
-    from analysis.triage import render_clusters
+    from gapfuzz.analysis.triage import render_clusters
 
     run = _run(args.run_dir, args)
     if args.why:
@@ -125,7 +125,7 @@ def cmd_triage(args) -> int:
 
 def cmd_report(args) -> int:
     try:
-        from analysis.report import write_report
+        from gapfuzz.analysis.report import write_report
     except ImportError as e:
         raise UserError(f"gapfuzz report needs {e.name}: pip install 'gapfuzz[notebook]'") from None
 
@@ -145,7 +145,7 @@ def cmd_report(args) -> int:
 def _check_report_out(out: Path, run) -> None:
     """A report is written beside the run's own files or outside every run folder, never into
     another run's folder nor into a ``records/`` (where every later triage would read it)."""
-    from results.folder import run_folder_around
+    from gapfuzz.results.folder import run_folder_around
 
     if out.is_dir():
         raise UserError(f"{out}: is a folder; give --out the report's file name ({out / 'report.html'})")
@@ -162,7 +162,7 @@ def _check_report_out(out: Path, run) -> None:
 
 
 def cmd_diff(args) -> int:
-    from analysis.triage import diff, render_diff
+    from gapfuzz.analysis.triage import diff, render_diff
 
     before, after = _run(args.run_a, args), _run(args.run_b, args)
     print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
@@ -170,8 +170,8 @@ def cmd_diff(args) -> int:
 
 
 def _vendor_digest(run, args) -> int:
-    from analysis.table import format_table
-    from analysis.vendor import digest
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.analysis.vendor import digest
 
     if run.path is None:
         raise UserError(f"{args.run_dir}: the vendor digest is written from a local run folder")
@@ -191,7 +191,7 @@ def _vendor_digest(run, args) -> int:
 
 
 def cmd_repro(args) -> int:
-    from results.store import ResultsError
+    from gapfuzz.results.store import ResultsError
 
     from .repro import ReproError, reproduce_cluster
 
@@ -221,8 +221,8 @@ def _repro_all(run, args) -> int:
     """Every vendor cluster under one time budget, the unreproduced first; a table of what each gave."""
     import time
 
-    from analysis.table import format_table
-    from results.store import ResultsError
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.results.store import ResultsError
 
     from .repro import ReproError, reproduce_cluster
 
@@ -248,7 +248,7 @@ def _repro_all(run, args) -> int:
 
 
 def cmd_mutators(args) -> int:
-    from analysis.table import format_table
+    from gapfuzz.analysis.table import format_table
 
     from .mutators import mutator_table
 
@@ -258,8 +258,8 @@ def cmd_mutators(args) -> int:
 
 
 def cmd_backends(args) -> int:
-    from analysis.table import format_table
-    from workers.registry import backend_class, list_backends
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.workers.registry import backend_class, list_backends
 
     rows = []
     for name in list_backends(args.filter):
@@ -273,7 +273,7 @@ def cmd_backends(args) -> int:
 
 
 def _seed_ids(args) -> list[str]:
-    from seeds import get_source, list_seeds
+    from gapfuzz.seeds import get_source, list_seeds
 
     if args.source:
         get_source(args.source)  # an unknown source is one clear line
@@ -290,9 +290,9 @@ def cmd_seeds(args) -> int:
 
 
 def cmd_seeds_scan(args) -> int:
-    from analysis.seed_report import render_scan_summary
+    from gapfuzz.analysis.seed_report import render_scan_summary
 
-    from workers.jobs import Stranded
+    from gapfuzz.workers.jobs import Stranded
 
     from .catalog_scan import pick, scan
     from .launch import LaunchError, check_address
@@ -361,10 +361,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser(COMMANDS).parse_args(argv)
-    from results.store import ResultsError
-    from core.registry import PluginError
-    from seeds import SeedError
-    from workers.registry import BackendError
+    from gapfuzz.results.store import ResultsError
+    from gapfuzz.core.registry import PluginError
+    from gapfuzz.seeds import SeedError
+    from gapfuzz.workers.registry import BackendError
 
     from .campaign import CampaignError
     from .mutators import MutatorError

@@ -15,14 +15,14 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from results.folder import Folder
-from results.sink import RecordSink
-from workers.align import AlignLedger
-from workers.dispatch import Dispatcher
-from workers.fleet import Fleet
-from workers.jobs import JobLoop, Stranded
-from workers.messages import JudgeSettings
-from workers.pool import gpu_utilisation
+from gapfuzz.results.folder import Folder
+from gapfuzz.results.sink import RecordSink
+from gapfuzz.workers.align import AlignLedger
+from gapfuzz.workers.dispatch import Dispatcher
+from gapfuzz.workers.fleet import Fleet
+from gapfuzz.workers.jobs import JobLoop, Stranded
+from gapfuzz.workers.messages import JudgeSettings
+from gapfuzz.workers.pool import gpu_utilisation
 
 from .campaign import Campaign, CampaignError
 from .plan import SeedWork, plan, select_seeds, with_sizes

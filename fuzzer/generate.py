@@ -14,18 +14,18 @@ from collections import Counter
 
 import torch
 
-from core.bugs import Mode, Stage, Status, Verdict
-from core.failures import Failure, describe
-from core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
-from seeds import create_seed
-from seeds.capture import Captured, CaptureError, capture, check_budget
-from seeds.capture_cache import CaptureCache
-from seeds.registry import width_params
-from seeds.sizes import SizeError
-from seeds.spec import SeedInfo
-from workers.backends.eager import Eager, prepare_eager_fp64
-from workers.compare import Tolerances, attribute, compare
-from workers.training import Trainer, output_names
+from gapfuzz.core.bugs import Mode, Stage, Status, Verdict
+from gapfuzz.core.failures import Failure, describe
+from gapfuzz.core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
+from gapfuzz.seeds import create_seed
+from gapfuzz.seeds.capture import Captured, CaptureError, capture, check_budget
+from gapfuzz.seeds.capture_cache import CaptureCache
+from gapfuzz.seeds.registry import width_params
+from gapfuzz.seeds.sizes import SizeError
+from gapfuzz.seeds.spec import SeedInfo
+from gapfuzz.workers.backends.eager import Eager, prepare_eager_fp64
+from gapfuzz.workers.compare import Tolerances, attribute, compare
+from gapfuzz.workers.training import Trainer, output_names
 
 from .guidance import Chooser
 from .builds import BuildRequest, BuiltVariant, Guidance, SeedBuild

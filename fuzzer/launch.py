@@ -13,8 +13,8 @@ import shlex
 import socket
 from pathlib import Path
 
-from results.folder import Folder, FolderError
-from seeds.spec import cache_dir
+from gapfuzz.results.folder import Folder, FolderError
+from gapfuzz.seeds.spec import cache_dir
 
 from .campaign import Campaign, CampaignError, fill, first_difference, read_campaign_file
 from .campaign_schema import OPERATIONAL_KEYS

@@ -4,12 +4,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from results.catalog import Catalog
-from results.store import ResultsError
-from core.bugs import Mode, Status
-from seeds import list_seeds
-from seeds.registry import source_of
-from seeds.sizes import SizedId, choose, choose_along, width_order
+from gapfuzz.results.catalog import Catalog
+from gapfuzz.results.store import ResultsError
+from gapfuzz.core.bugs import Mode, Status
+from gapfuzz.seeds import list_seeds
+from gapfuzz.seeds.registry import source_of
+from gapfuzz.seeds.sizes import SizedId, choose, choose_along, width_order
 
 from .campaign import Campaign, CampaignError
 from .recipe import variant_id

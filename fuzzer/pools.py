@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import os
 
-from results.manifest import RunManifest
-from workers.fleet import unplaceable
-from workers.pool import AUTO, PoolSettings, connect, read_gpus
+from gapfuzz.results.manifest import RunManifest
+from gapfuzz.workers.fleet import unplaceable
+from gapfuzz.workers.pool import AUTO, PoolSettings, connect, read_gpus
 
 from .campaign import Campaign, CampaignError, manifest_of
 

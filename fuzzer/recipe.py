@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from core.seeding import stable_int
+from gapfuzz.core.seeding import stable_int
 
 
 @dataclass

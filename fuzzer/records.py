@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from core.bugs import COMPLETED, LIMITS, Mode, Stage, Status
-from core.failures import signature
-from results.catalog import CatalogRow
-from results.schema import RunRecord
-from seeds.spec import SeedInfo
+from gapfuzz.core.bugs import COMPLETED, LIMITS, Mode, Stage, Status
+from gapfuzz.core.failures import signature
+from gapfuzz.results.catalog import CatalogRow
+from gapfuzz.results.schema import RunRecord
+from gapfuzz.seeds.spec import SeedInfo
 
 from .builds import BuiltVariant, SeedBuild
 

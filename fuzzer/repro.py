@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, Mode, ReproStatus, Status, Symptom, Verdict,
+from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, Mode, ReproStatus, Status, Symptom, Verdict,
                        bug_key)
-from core.templates import template
-from seeds.capture import CaptureError
-from workers.messages import JudgeSettings
-from workers.probes import Probe, probed
+from gapfuzz.core.templates import template
+from gapfuzz.seeds.capture import CaptureError
+from gapfuzz.workers.messages import JudgeSettings
+from gapfuzz.workers.probes import Probe, probed
 
 from .campaign import from_dict, plugin_classes, read_campaign_file
 from .generate import replay
@@ -377,7 +377,7 @@ def _title(record: dict, backend: str, v) -> str:
 def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3,
                       allow_plugins: bool = False, progress=None) -> ReproResult:
     """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
-    from analysis.api import load_run
+    from gapfuzz.analysis.api import load_run
 
     run = load_run(run_dir)
     records = run.cluster(cluster_id)

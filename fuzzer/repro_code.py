@@ -17,14 +17,14 @@ import textwrap
 
 import torch
 
-from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Status, Symptom, Verdict, bug_key
-from core.ir import Variant, clone_exact
-from core.templates import template
-from workers.backends.eager import prepare_eager_fp64
-from workers.compare import Tolerances
-from workers.registry import BackendSpec
-from workers.task import canonicalize, task_agreement
-from workers.training import draws_randomly, forward_count, lift_parameters, output_names, train_step, \
+from gapfuzz.core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Status, Symptom, Verdict, bug_key
+from gapfuzz.core.ir import Variant, clone_exact
+from gapfuzz.core.templates import template
+from gapfuzz.workers.backends.eager import prepare_eager_fp64
+from gapfuzz.workers.compare import Tolerances
+from gapfuzz.workers.registry import BackendSpec
+from gapfuzz.workers.task import canonicalize, task_agreement
+from gapfuzz.workers.training import draws_randomly, forward_count, lift_parameters, output_names, train_step, \
     trainable_parameters
 
 from . import repro_checks

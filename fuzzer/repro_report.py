@@ -7,9 +7,9 @@ import os
 import platform
 import re
 
-from core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Symptom, Verdict
-from workers.culprit import in_words
-from workers.registry import BackendSpec
+from gapfuzz.core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Symptom, Verdict
+from gapfuzz.workers.culprit import in_words
+from gapfuzz.workers.registry import BackendSpec
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from core.bugs import Stage, Status, bug_key_list
-from core.failures import Failure
-from results.sink import RecordSink
-from workers.dispatch import Dispatcher, Done
-from workers.messages import CallReply, JudgeSettings, RunRequest
-from workers.outcome import new_outcome
+from gapfuzz.core.bugs import Stage, Status, bug_key_list
+from gapfuzz.core.failures import Failure
+from gapfuzz.results.sink import RecordSink
+from gapfuzz.workers.dispatch import Dispatcher, Done
+from gapfuzz.workers.messages import CallReply, JudgeSettings, RunRequest
+from gapfuzz.workers.outcome import new_outcome
 
 from .builds import BuildRequest, BuiltVariant, SeedBuild
 from .campaign import Campaign

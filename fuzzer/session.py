@@ -9,7 +9,7 @@ import time
 
 import ray
 
-from results.folder import Folder
+from gapfuzz.results.folder import Folder
 
 EVERY_S = 60.0
 

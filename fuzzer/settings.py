@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.bugs import StrEnum
-from workers.compare import Tolerances
-from workers.registry import BackendSpec
+from gapfuzz.core.bugs import StrEnum
+from gapfuzz.workers.compare import Tolerances
+from gapfuzz.workers.registry import BackendSpec
 
 
 class GuidanceMode(StrEnum):

@@ -20,9 +20,9 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
-from core.bugs import Stage, Status
-from core.failures import UNUSABLE, Failure
-from results.schema import RunRecord
+from gapfuzz.core.bugs import Stage, Status
+from gapfuzz.core.failures import UNUSABLE, Failure
+from gapfuzz.results.schema import RunRecord
 
 THRESHOLD = 3  # different variants whose prepare died alike on one host
 PREPARE_FRAME = " in _prepared\n"  # faulthandler's line for ``workers.executor._prepared``: died preparing

@@ -11,8 +11,8 @@ import torch
 import torch.fx as fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-from core.ir import Variant, flatten_outputs
-from workers.interpret import NOT_REUSED, Evaluator
+from gapfuzz.core.ir import Variant, flatten_outputs
+from gapfuzz.workers.interpret import NOT_REUSED, Evaluator
 
 MAX_CACHE_BYTES = 1 << 30  # keep at most this many bytes of intermediate values per evaluation
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from core.bugs import Status
+from gapfuzz.core.bugs import Status
 
 from .folder import Folder
 from .schema import arrow_schema_of

@@ -168,7 +168,7 @@ _RESOLVED_KEYS = {"seeds", "backends", "variants", "compare", "pools", "run", "r
 def is_run_folder(d: Path) -> bool:
     """Whether local folder ``d`` is a gapfuzz run folder: it holds ``records/``, or the resolved
     ``campaign.yaml`` a run writes first (every section filled in, as no hand-written file has it)."""
-    from core.strict_yaml import load, read_file
+    from gapfuzz.core.strict_yaml import load, read_file
 
     try:
         if (d / "records").is_dir():

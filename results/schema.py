@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from core.bugs import KEY_COLUMNS, Status
+from gapfuzz.core.bugs import KEY_COLUMNS, Status
 
 # 6: the located node's symptom and dtype, reference-suspect; 5: compiler attribution and pass coverage;
 # 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend, probe); 1: the example only

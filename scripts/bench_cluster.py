@@ -100,7 +100,7 @@ class Sampler(threading.Thread):
 
 
 def gapfuzz(*args, env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fuzzer.cli", *map(str, args)], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "gapfuzz.fuzzer.cli", *map(str, args)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -184,7 +184,7 @@ def resume_time(cluster: LoopbackCluster, m: dict) -> dict:
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"resume failed: {err.strip()[-1000:]}")
-    from results.store import RecordStore
+    from gapfuzz.results.store import RecordStore
 
     t1 = time.perf_counter()
     done = len(RecordStore(m["run_dir"]).done_keys())

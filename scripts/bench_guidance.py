@@ -20,10 +20,10 @@ from pathlib import Path
 
 import ray
 
-from analysis.api import load_run
-from core.bugs import COMPLETED
-from fuzzer.campaign import from_dict
-from fuzzer.driver import Driver
+from gapfuzz.analysis.api import load_run
+from gapfuzz.core.bugs import COMPLETED
+from gapfuzz.fuzzer.campaign import from_dict
+from gapfuzz.fuzzer.driver import Driver
 
 SEEDS = [{"source": "timm", "include": ["test_*"]},
          {"source": "ops", "include": ["ops/*/float32/0"], "sample": 8}]

@@ -19,14 +19,14 @@ from collections import Counter
 
 import torch
 
-from core.ir import Variant
-from fuzzer.generate import build_seed_variants, replay
-from fuzzer.builds import BuildRequest
-from fuzzer.mutators import list_mutators
-from fuzzer.settings import VariantSettings
-from seeds import list_seeds
-from workers.backends.eager import EagerFp64
-from workers.backends.inductor import Inductor
+from gapfuzz.core.ir import Variant
+from gapfuzz.fuzzer.generate import build_seed_variants, replay
+from gapfuzz.fuzzer.builds import BuildRequest
+from gapfuzz.fuzzer.mutators import list_mutators
+from gapfuzz.fuzzer.settings import VariantSettings
+from gapfuzz.seeds import list_seeds
+from gapfuzz.workers.backends.eager import EagerFp64
+from gapfuzz.workers.backends.inductor import Inductor
 
 
 def timed_runs(fn, inputs, repeats: int = 3) -> float:

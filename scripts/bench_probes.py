@@ -28,12 +28,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.bugs import COMPLETED  # noqa: E402
-from fuzzer.campaign import from_dict  # noqa: E402
-from fuzzer.driver import Driver  # noqa: E402
-from fuzzer.generate import captured  # noqa: E402
-from fuzzer.plan import select_seeds, with_sizes  # noqa: E402
-from workers.pool import connect  # noqa: E402
+from gapfuzz.core.bugs import COMPLETED  # noqa: E402
+from gapfuzz.fuzzer.campaign import from_dict  # noqa: E402
+from gapfuzz.fuzzer.driver import Driver  # noqa: E402
+from gapfuzz.fuzzer.generate import captured  # noqa: E402
+from gapfuzz.fuzzer.plan import select_seeds, with_sizes  # noqa: E402
+from gapfuzz.workers.pool import connect  # noqa: E402
 
 TARGETS = ["inductor@cpu", "onnxruntime@cpu", "openvino@cpu"]
 

@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from results.schema import arrow_schema  # noqa: E402
-from core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
-from results.store import RecordStore  # noqa: E402
+from gapfuzz.results.schema import arrow_schema  # noqa: E402
+from gapfuzz.core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
+from gapfuzz.results.store import RecordStore  # noqa: E402
 
 BUDGET_S, BUDGET_GIB = 30.0, 4.0
 BACKENDS = ["eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu", "openvino-f32@cpu",
@@ -184,7 +184,7 @@ def measure(run_dir: str) -> None:
     """Child process: load, cluster and tabulate; print a JSON line of figures."""
     import pyarrow as pa_
 
-    from analysis.api import load_run
+    from gapfuzz.analysis.api import load_run
 
     t0 = time.perf_counter()
     run = load_run(run_dir)

@@ -27,9 +27,9 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fuzzer.campaign import from_dict  # noqa: E402
-from fuzzer.driver import Driver  # noqa: E402
-from fuzzer.generate import captured  # noqa: E402
+from gapfuzz.fuzzer.campaign import from_dict  # noqa: E402
+from gapfuzz.fuzzer.driver import Driver  # noqa: E402
+from gapfuzz.fuzzer.generate import captured  # noqa: E402
 
 SEEDS = ["resnet18", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnetx_004",
          "deit_tiny_patch16_224"]

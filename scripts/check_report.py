@@ -115,8 +115,8 @@ def main() -> int:
     target = Path(args.target)
     with tempfile.TemporaryDirectory(prefix="gf-report-") as tmp:
         if target.is_dir():
-            from analysis.api import load_run
-            from analysis.report import write_report
+            from gapfuzz.analysis.api import load_run
+            from gapfuzz.analysis.report import write_report
 
             target = write_report(load_run(target), Path(tmp) / "report.html")
         try:

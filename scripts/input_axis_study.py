@@ -20,11 +20,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.api import load_run  # noqa: E402
-from analysis.findings import classify, performance  # noqa: E402
-from analysis.known import KnownIssues  # noqa: E402
-from results.store import ResultsError  # noqa: E402
-from analysis.table import markdown_table  # noqa: E402
+from gapfuzz.analysis.api import load_run  # noqa: E402
+from gapfuzz.analysis.findings import classify, performance  # noqa: E402
+from gapfuzz.analysis.known import KnownIssues  # noqa: E402
+from gapfuzz.results.store import ResultsError  # noqa: E402
+from gapfuzz.analysis.table import markdown_table  # noqa: E402
 
 
 def defects(run, annotations: KnownIssues) -> tuple[dict[str, int], int]:

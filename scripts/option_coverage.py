@@ -19,14 +19,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.option_cover import pair_coverage  # noqa: E402
-from core.covering import DRAW  # noqa: E402
+from gapfuzz.analysis.option_cover import pair_coverage  # noqa: E402
+from gapfuzz.core.covering import DRAW  # noqa: E402
 
 
 def planned(c, spec, seeds: list[str]) -> pd.DataFrame:
     """Records as the plan would make them: one per planned variant of ``spec``, with its option set."""
-    from fuzzer.plan import plan
-    from fuzzer.recipe import variant_id
+    from gapfuzz.fuzzer.plan import plan
+    from gapfuzz.fuzzer.recipe import variant_id
 
     rows = []
     for w in plan(c, seeds, set(), [spec.name]):
@@ -66,8 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("campaign", help="a campaign file")
     ap.add_argument("run", nargs="?", help="a run folder of that campaign: its records' coverage too")
     args = ap.parse_args(argv)
-    from fuzzer.campaign import load_campaign
-    from fuzzer.plan import select_seeds, variant_count, with_sizes
+    from gapfuzz.fuzzer.campaign import load_campaign
+    from gapfuzz.fuzzer.plan import select_seeds, variant_count, with_sizes
 
     c = load_campaign(args.campaign)
     specs = [t for t in c.backends.targets if t.option_space]
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
             parts.append(coverage(planned(c, dataclasses.replace(spec, option_cover=DRAW), seeds), spaces,
                                   "plan, draw", variants))
     if args.run:
-        from analysis.api import load_run
+        from gapfuzz.analysis.api import load_run
 
         run = load_run(args.run)
         df = run.records(["backend", "seed_id", "mode", "backend_options", "backend_version"])

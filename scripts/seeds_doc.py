@@ -6,8 +6,8 @@ import argparse
 import datetime as dt
 import sys
 
-from results.catalog import Catalog
-from analysis.seed_report import render_seed_doc
+from gapfuzz.results.catalog import Catalog
+from gapfuzz.analysis.seed_report import render_seed_doc
 
 
 def main() -> int:
@@ -24,7 +24,7 @@ def main() -> int:
     import torchvision
     import transformers
 
-    from seeds import list_seeds, source_names
+    from gapfuzz.seeds import list_seeds, source_names
 
     listed = {s: len(list_seeds(source=s)) for s in source_names()}
     versions = (f"torch {torch.__version__}, torchvision {torchvision.__version__}, timm {timm.__version__}, "

@@ -2,6 +2,9 @@
 
 Knows nothing of mutation; the fuzzer turns captured seeds into variants.
 """
+if __name__ != "gapfuzz.seeds":  # installed as gapfuzz.seeds; a bare ``import seeds`` means another package
+    raise ImportError(f"{__name__!r} is gapfuzz's seeds folder: import gapfuzz.seeds (pip install -e .)")
+
 import logging
 
 from .registry import SeedError, create_seed, get_source, list_seeds, register_source, source_names

@@ -17,8 +17,8 @@ import torch.fx._pytree as fx_pytree
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
-from core.bugs import Stage
-from core.ir import Variant
+from gapfuzz.core.bugs import Stage
+from gapfuzz.core.ir import Variant
 
 from .spec import BuiltSeed, count_params
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from core.files import write_whole
-from core.ir import IRError, Variant
+from gapfuzz.core.files import write_whole
+from gapfuzz.core.ir import IRError, Variant
 
 from .capture import Captured, check_budget
 from .spec import SeedInfo, cache_dir

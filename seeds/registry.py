@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from core.registry import Registry
+from gapfuzz.core.registry import Registry
 
 from .errors import SeedError
 from .sizes import SizedId, check_runs
@@ -44,8 +44,8 @@ class SeedSource:
         return None
 
 
-SOURCES: Registry[SeedSource] = Registry("seed source", "seeds.sources", ("timm", "torchvision", "transformers", "ops"),
-                                         "gapfuzz.seeds", SeedError)
+SOURCES: Registry[SeedSource] = Registry("seed source", "gapfuzz.seeds.sources",
+                                         ("timm", "torchvision", "transformers", "ops"), "gapfuzz.seeds", SeedError)
 register_source = SOURCES.register
 _instances: dict[str, SeedSource] = {}
 

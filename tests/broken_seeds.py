@@ -5,8 +5,8 @@ import ctypes
 
 import torch
 
-from seeds.registry import SeedSource, register_source
-from seeds.spec import BuiltSeed, SeedInfo
+from gapfuzz.seeds.registry import SeedSource, register_source
+from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
 
 
 class _Tanh(torch.nn.Module):

@@ -15,7 +15,7 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 def gapfuzz(*args, cwd=None, timeout=600, check=False) -> subprocess.CompletedProcess:
     """Run the CLI as a user would, in a fresh interpreter."""
-    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", *map(str, args)], cwd=cwd, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "gapfuzz.fuzzer.cli", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"gapfuzz {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
@@ -33,8 +33,8 @@ def write_campaign(tmp_path):
 
 @pytest.fixture(scope="session")
 def captured_vit():
-    from seeds import create_seed
-    from seeds.capture import capture
+    from gapfuzz.seeds import create_seed
+    from gapfuzz.seeds.capture import capture
 
     return capture(create_seed("timm/test_vit"))
 
@@ -52,10 +52,10 @@ def local_ray():
 def run_campaign(text: str, folder: Path, campaign_file: bool = False):
     """Drive the campaign ``text`` into ``folder`` on the Ray already started (``local_ray``) and load the
     run; with ``campaign_file``, write campaign.yaml beside the records as ``gapfuzz run`` does."""
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.strict_yaml import load
+    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.driver import Driver
 
     Driver(from_dict(load(text, "t"), "t"), folder, progress=False).run()
     if campaign_file:

@@ -10,7 +10,7 @@ import hashlib
 import os
 import time
 
-from core.ir import graph_to_json
+from gapfuzz.core.ir import graph_to_json
 
 FAULTS = ("ok", "segfault", "abort", "hang", "oom", "raise")
 

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.fx as fx
 
-from workers.registry import Backend
+from gapfuzz.workers.registry import Backend
 
 aten = torch.ops.aten
 
@@ -58,7 +58,7 @@ class Float64Compute(Backend):
     name = "fp64-compute"
 
     def prepare(self, gm, example_inputs, device):
-        from workers.backends.eager import EagerFp64
+        from gapfuzz.workers.backends.eager import EagerFp64
 
         run = EagerFp64().prepare(gm, example_inputs, device)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from workers.backend import Backend
-from workers.backends.inductor import prepare_inductor
+from gapfuzz.workers.backend import Backend
+from gapfuzz.workers.backends.inductor import prepare_inductor
 
 aten = torch.ops.aten
 

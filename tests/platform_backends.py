@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from workers.registry import Backend
+from gapfuzz.workers.registry import Backend
 
 from .forward_backends import _scaled
 from .numeric_backends import _retargeted

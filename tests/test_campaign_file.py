@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from fuzzer.campaign import CampaignError, first_difference, from_dict, load_campaign
-from fuzzer.plan import select_seeds
+from gapfuzz.fuzzer.campaign import CampaignError, first_difference, from_dict, load_campaign
+from gapfuzz.fuzzer.plan import select_seeds
 
 from .conftest import gapfuzz
 
@@ -41,7 +41,7 @@ def test_bad_campaign_is_one_line_naming_the_problem(patch, needle):
 
 
 def test_cuda_workers_share_a_gpu_by_fraction():
-    from workers.pool import PoolSettings
+    from gapfuzz.workers.pool import PoolSettings
 
     c = from_dict({**BASE, "pools": {"cuda": {"workers": 3, "gpus_per_worker": 0.33}}}, "c.yaml")
     assert c.pool("cuda").gpus_per_worker == 0.33 and c.pool("cpu").gpus_per_worker == 1
@@ -82,7 +82,7 @@ def test_selection_by_source_glob_include_exclude_sample_and_limit():
 def test_unavailable_targets_are_an_error_unless_skipped(tmp_path):
     import torch
 
-    from fuzzer.driver import Driver
+    from gapfuzz.fuzzer.driver import Driver
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: nothing is unavailable to show")
@@ -114,7 +114,7 @@ def test_resume_accepts_keys_added_since_and_names_a_changed_one(tmp_path, write
 
 
 def test_a_selection_can_keep_only_the_seeds_that_ran_in_a_catalog(tmp_path):
-    from results.catalog import Catalog, CatalogRow
+    from gapfuzz.results.catalog import Catalog, CatalogRow
 
     Catalog(tmp_path / "scan").write([CatalogRow(seed_id="timm/test_resnet", source="timm"),
                                       CatalogRow(seed_id="timm/test_vit", source="timm", status="error",

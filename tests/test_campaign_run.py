@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from core.bugs import bug_key
-from workers.align import align_case
+from gapfuzz.core.bugs import bug_key
+from gapfuzz.workers.align import align_case
 
 from .conftest import gapfuzz
 
@@ -71,9 +71,10 @@ def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_camp
 
 def _start(path: Path, run_dir: Path, *more: str) -> subprocess.Popen:
     # SIGINT at its default, as from a terminal (a shell running the tests in the background ignores it)
-    return subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(run_dir), "--quiet",
-                             *more], cwd=path.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen([sys.executable, "-m", "gapfuzz.fuzzer.cli", "run", str(path), "--out", str(run_dir),
+                             "--quiet", *more], cwd=path.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _written(run_dir: Path) -> int:

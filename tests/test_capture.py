@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seeds import SeedError, create_seed, list_seeds
-from seeds.capture import CaptureError, capture
+from gapfuzz.seeds import SeedError, create_seed, list_seeds
+from gapfuzz.seeds.capture import CaptureError, capture
 
 
 def test_timm_test_models_are_listed_without_building():

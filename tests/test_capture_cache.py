@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fuzzer.generate import captured
-from seeds.capture import CaptureError
-from seeds.capture_cache import CaptureCache
+from gapfuzz.fuzzer.generate import captured
+from gapfuzz.seeds.capture import CaptureError
+from gapfuzz.seeds.capture_cache import CaptureCache
 
 SEED = "timm/test_resnet"
 

@@ -85,9 +85,9 @@ def test_a_lost_node_costs_no_run_and_a_late_node_gets_work(tmp_path, write_camp
         cluster.add("npu-b", {"npu": 1})
         first_id = cluster.node_id(first)
         run_dir = tmp_path / "run"
-        proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(write_campaign(NODE_LOSS)), "--out",
-                                 str(run_dir), "--address", cluster.address, "--quiet"], env=cluster.env, cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "gapfuzz.fuzzer.cli", "run", str(write_campaign(NODE_LOSS)),
+                                 "--out", str(run_dir), "--address", cluster.address, "--quiet"], env=cluster.env,
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 300
         while proc.poll() is None and time.monotonic() < deadline:  # until the first node has run something
             files = list((run_dir / "records").glob("slow-host@npu/*.parquet"))

@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 import yaml
 
-from fuzzer.campaign import load_campaign
-from workers.pool import PoolSettings
+from gapfuzz.fuzzer.campaign import load_campaign
+from gapfuzz.workers.pool import PoolSettings
 
 from .rayjob_schema import RAYJOB
 

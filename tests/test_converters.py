@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.fx as fx
 
-from workers.registry import parse_backend
+from gapfuzz.workers.registry import parse_backend
 
 
 def _graph_with_an_input_named_input() -> fx.GraphModule:
@@ -33,8 +33,8 @@ def test_an_input_named_like_a_builtin_is_fed(backend):
 def test_bfloat16_inputs_and_an_input_an_output_aliases_are_fed(backend, seed):
     """numpy has no bfloat16 (ONNX Runtime refused the array, OpenVINO read it as f16), and the ONNX
     exporter renames an input that an output aliases (``H`` is a view) to ``<name>_orig``."""
-    from seeds import create_seed
-    from seeds.capture import capture
+    from gapfuzz.seeds import create_seed
+    from gapfuzz.seeds.capture import capture
 
     spec = parse_backend(backend)
     if spec.backend_cls().unavailable_reason("cpu"):
@@ -49,7 +49,7 @@ def test_bfloat16_inputs_and_an_input_an_output_aliases_are_fed(backend, seed):
 
 
 def test_onnxruntime_feeds_by_name_then_by_the_exporter_s_renaming_then_by_position():
-    from workers.backends.onnxruntime import feed_order
+    from gapfuzz.workers.backends.onnxruntime import feed_order
 
     assert feed_order(["b", "a"], ["a", "b"]) == [1, 0]
     assert feed_order(["x_orig", "y"], ["x", "y"]) == [0, 1]
@@ -62,9 +62,9 @@ def test_an_openvino_reproducer_compiles_as_the_pool_did(captured_vit):
     and it does, since it runs the pool's own prepare function, copied verbatim."""
     import inspect
 
-    from fuzzer.repro_code import reproducer
-    from workers.backends import openvino
-    from workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro_code import reproducer
+    from gapfuzz.workers.backends import openvino
+    from gapfuzz.workers.registry import parse_backend
 
     record = {"status": "error", "stage": "compile", "variant_id": "v#0"}
     code = reproducer(captured_vit.variant, parse_backend("openvino@cpu", {"threads": 4}), record, "t", {})

@@ -11,22 +11,22 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from core.bugs import Symptom, Verdict
-from core.ir import Variant
-from fuzzer.mutators import get_mutator
-from fuzzer.mutators.base import shape_of
-from fuzzer.mutators.data_dependent import FORMS
-from fuzzer.validate import evaluate
-from seeds import create_seed
-from seeds.capture import capture
-from seeds.sources import ops
-from seeds.sources.op_samples import sample_tensors
+from gapfuzz.core.bugs import Symptom, Verdict
+from gapfuzz.core.ir import Variant
+from gapfuzz.fuzzer.mutators import get_mutator
+from gapfuzz.fuzzer.mutators.base import shape_of
+from gapfuzz.fuzzer.mutators.data_dependent import FORMS
+from gapfuzz.fuzzer.validate import evaluate
+from gapfuzz.seeds import create_seed
+from gapfuzz.seeds.capture import capture
+from gapfuzz.seeds.sources import ops
+from gapfuzz.seeds.sources.op_samples import sample_tensors
 from tests.data_dependent_backend import _nonzero_column_major
 from tests.numeric_backends import _retargeted
-from workers.backends.eager import EagerFp64
-from workers.backends.inductor import prepare_aot_eager, prepare_inductor
-from workers.compare import Tolerances, attribute, compare
-from workers.judge import judge_outputs
+from gapfuzz.workers.backends.eager import EagerFp64
+from gapfuzz.workers.backends.inductor import prepare_aot_eager, prepare_inductor
+from gapfuzz.workers.compare import Tolerances, attribute, compare
+from gapfuzz.workers.judge import judge_outputs
 
 MUTATOR = "inject_data_dependent"
 aten = torch.ops.aten
@@ -200,9 +200,9 @@ def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
 
 def test_an_inductor_reproducer_of_a_data_dependent_graph_runs_alone(tmp_path, conv):
     """prepare_inductor is copied into repro.py with the config wrapper it calls."""
-    from fuzzer.repro import verify
-    from fuzzer.repro_code import reproducer, save_inputs
-    from workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
+    from gapfuzz.workers.registry import parse_backend
 
     m = get_mutator(MUTATOR)
     v = m.apply(conv.variant, {"node": m.sites(conv.variant)[-1].name, "form": "nonzero", "cmp": "ge", "k": 3})
@@ -245,10 +245,10 @@ def local_ray():
 
 
 def _run(text: str, folder):
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.strict_yaml import load
+    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.driver import Driver
 
     Driver(from_dict(load(text, "t"), "t"), folder, progress=False).run()
     return load_run(folder)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.bugs import Status
-from workers.probes import RESIZE, Probe, ProbeSettings, make_inputs, roles
-from workers.resize import resize_probes
+from gapfuzz.core.bugs import Status
+from gapfuzz.workers.probes import RESIZE, Probe, ProbeSettings, make_inputs, roles
+from gapfuzz.workers.resize import resize_probes
 
 from .conftest import run_campaign
 
@@ -31,8 +31,8 @@ run: {repeats: 1}
 
 
 def _variant(seed_id: str):
-    from seeds import create_seed
-    from seeds.capture import capture
+    from gapfuzz.seeds import create_seed
+    from gapfuzz.seeds.capture import capture
 
     return capture(create_seed(seed_id)).variant
 
@@ -67,7 +67,7 @@ def test_resize_probes_vary_every_size_of_one_length_where_the_graph_takes_it():
 def test_a_dynamic_compile_runs_every_resized_input_set_without_compiling_again(dynamic):
     from torch._dynamo.utils import get_compilation_metrics
 
-    from workers.backends.inductor import prepare_aot_eager, symbolic_sizes
+    from gapfuzz.workers.backends.inductor import prepare_aot_eager, symbolic_sizes
 
     v = _variant(SOFTMAX)
     probes = resize_probes(v.gm, v.inputs, ProbeSettings(resize=True), "v#0")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.files import write_whole
+from gapfuzz.core.files import write_whole
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.api import load_run
-from results.schema import RunRecord
-from results.store import RecordStore
+from gapfuzz.analysis.api import load_run
+from gapfuzz.results.schema import RunRecord
+from gapfuzz.results.store import RecordStore
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "findings_doc.py"
 

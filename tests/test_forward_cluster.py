@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.bugs import Kind, Mode, Symptom, Verdict, bug_key
+from gapfuzz.core.bugs import Kind, Mode, Symptom, Verdict, bug_key
 
 aten = torch.ops.aten
 BOTH = """
@@ -56,7 +56,7 @@ def _run(**columns) -> dict:
 def test_a_gradient_joins_the_forward_divergence_of_its_stack_op_and_seed_and_no_other():
     import pandas as pd
 
-    from analysis.clusters import clusters
+    from gapfuzz.analysis.clusters import clusters
 
     forward = dict(variant_id="s#0", mode="inference", probe="example", symptom="numeric", node_symptom="numeric",
                    first_div_op="aten.mm.default", worst_output="out")
@@ -88,10 +88,10 @@ def _linear_tanh():
 @pytest.mark.parametrize("stack, op, forward", [("forward_backends:ScaledMatmulForward", "aten.linear.default", True),
                                                 ("planted_backward:WrongTanhBackward", "aten.tanh.default", False)])
 def test_the_gradient_aligner_says_whether_the_located_nodes_forward_diverged(stack, op, forward):
-    from core.ir import Variant
-    from workers.compare import Tolerances
-    from workers.grad_align import GradAligner
-    from workers.registry import load_class
+    from gapfuzz.core.ir import Variant
+    from gapfuzz.workers.compare import Tolerances
+    from gapfuzz.workers.grad_align import GradAligner
+    from gapfuzz.workers.registry import load_class
 
     gm, inputs = _linear_tanh()
     cls = load_class(f"tests.{stack}")

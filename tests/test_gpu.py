@@ -12,12 +12,12 @@ import os
 import pytest
 import torch
 
-from core.bugs import Mode, Status, Verdict
-from workers.compare import Tolerances, attribute
-from workers.executor import Executor
-from workers.pool import sandbox_env
-from workers.registry import BackendSpec, parse_backend
-from workers.sandbox import Fault, Sandbox
+from gapfuzz.core.bugs import Mode, Status, Verdict
+from gapfuzz.workers.compare import Tolerances, attribute
+from gapfuzz.workers.executor import Executor
+from gapfuzz.workers.pool import sandbox_env
+from gapfuzz.workers.registry import BackendSpec, parse_backend
+from gapfuzz.workers.sandbox import Fault, Sandbox
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="no CUDA device visible to torch on this machine")]

@@ -9,13 +9,13 @@ import os
 import pytest
 import torch
 
-from seeds.capture import capture
-from seeds.spec import BuiltSeed, SeedInfo
-from fuzzer.campaign import from_dict
-from workers.executor import Executor
-from workers.pool import AUTO, GpuReading, cuda_workers_per_gpu, parse_smi, sandbox_env
-from workers.registry import BackendSpec
-from workers.sandbox import Sandbox
+from gapfuzz.seeds.capture import capture
+from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
+from gapfuzz.fuzzer.campaign import from_dict
+from gapfuzz.workers.executor import Executor
+from gapfuzz.workers.pool import AUTO, GpuReading, cuda_workers_per_gpu, parse_smi, sandbox_env
+from gapfuzz.workers.registry import BackendSpec
+from gapfuzz.workers.sandbox import Sandbox
 
 from .test_gpu import disagreement
 

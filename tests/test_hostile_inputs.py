@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.cli import main
+from gapfuzz.fuzzer.cli import main
 
 from .conftest import gapfuzz
 
@@ -254,7 +254,7 @@ def _write_records(path: Path, text: str, **fields) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from results.schema import RunRecord, arrow_schema
+    from gapfuzz.results.schema import RunRecord, arrow_schema
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if text == "FOREIGN":
@@ -342,7 +342,7 @@ def test_a_bad_environment_is_one_line_before_anything_is_written(tmp_path, vari
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "run", str(tmp_path / "c.yaml"), "--out",
+    proc = subprocess.run([sys.executable, "-m", "gapfuzz.fuzzer.cli", "run", str(tmp_path / "c.yaml"), "--out",
                            str(tmp_path / "run")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
@@ -357,7 +357,7 @@ def test_a_home_where_no_cache_can_be_made_lists_seeds_with_one_line_saying_so(t
     env = _env(HOME=str(tmp_path / "home"))
     env.pop("GAPFUZZ_CACHE_DIR", None)
     env.pop("XDG_CACHE_HOME", None)
-    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "seeds", "list", "--source", "ops", "--filter",
+    proc = subprocess.run([sys.executable, "-m", "gapfuzz.fuzzer.cli", "seeds", "list", "--source", "ops", "--filter",
                            "*nn.functional.relu/*"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     said = [line for line in proc.stderr.splitlines() if "gapfuzz" in line]
     assert proc.returncode == 0 and "ops/nn.functional.relu/float32/0" in proc.stdout, proc.stderr[-2000:]
@@ -365,7 +365,7 @@ def test_a_home_where_no_cache_can_be_made_lists_seeds_with_one_line_saying_so(t
 
 
 def test_numbers_read_as_yaml_1_2_does(tmp_path):
-    from fuzzer.campaign import load_campaign
+    from gapfuzz.fuzzer.campaign import load_campaign
 
     path = tmp_path / "c.yaml"
     path.write_text(campaign("compare: {tolerances: {float32: [1e-5, 2E-6]}, multiplier: 3e0}"))
@@ -392,7 +392,7 @@ def _poisoned_run(d: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from results.schema import RunRecord, arrow_schema
+    from gapfuzz.results.schema import RunRecord, arrow_schema
 
     (d / "hostile_marker.py").write_text(MARKER_MODULE)
     run = d / "run"
@@ -436,9 +436,9 @@ def test_a_reproducer_holds_record_values_only_as_literals(tmp_path, captured_vi
     import subprocess
     import sys
 
-    from fuzzer.repro_code import reproducer, save_inputs
-    from fuzzer.shrink.passes import cut_after
-    from workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
+    from gapfuzz.fuzzer.shrink.passes import cut_after
+    from gapfuzz.workers.registry import parse_backend
 
     v = captured_vit.variant
     small = cut_after(v, next(n.name for n in v.gm.graph.nodes if n.op == "call_function"))
@@ -459,8 +459,8 @@ def test_a_poisoned_capture_cache_entry_is_a_miss_not_a_call(tmp_path, monkeypat
 
     import torch
 
-    from fuzzer.generate import captured
-    from seeds.capture_cache import CaptureCache
+    from gapfuzz.fuzzer.generate import captured
+    from gapfuzz.seeds.capture_cache import CaptureCache
 
     monkeypatch.setenv("GAPFUZZ_CACHE_DIR", str(tmp_path / "cache"))
     info, cap = captured("timm/test_resnet", None)
@@ -483,7 +483,7 @@ def test_triage_and_report_read_the_dict_form_of_a_reference(tmp_path, monkeypat
     _setup(tmp_path, {"run/records/x/part-1.parquet": "RECORDS"})
     (run / "campaign.yaml").write_text(campaign("backends: {reference: {backend: eager@cpu, label: ref}, "
                                                 "oracle: {backend: eager-fp64@cpu}, targets: [inductor@cpu]}"))
-    from analysis.api import load_run
+    from gapfuzz.analysis.api import load_run
 
     r = load_run(run)
     assert (r.reference, r.oracle) == ("ref@cpu", "eager-fp64@cpu")
@@ -518,7 +518,7 @@ def test_a_known_pattern_that_backtracks_without_end_is_one_line_not_a_hang(tmp_
 
 
 def test_readers_follow_no_symbolic_link_out_of_or_around_a_run_folder(tmp_path, monkeypatch):
-    from analysis.api import load_run
+    from gapfuzz.analysis.api import load_run
 
     _setup(tmp_path, {"run/records/x/part-1.parquet": "RECORDS"})
     records = tmp_path / "run" / "records"
@@ -539,7 +539,7 @@ def test_readers_follow_no_symbolic_link_out_of_or_around_a_run_folder(tmp_path,
 def test_no_hidden_temporary_file_outlives_a_failed_write(tmp_path, monkeypatch):
     import errno
 
-    from results.folder import Folder
+    from gapfuzz.results.folder import Folder
 
     def full_disk(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -552,7 +552,7 @@ def test_no_hidden_temporary_file_outlives_a_failed_write(tmp_path, monkeypatch)
 
 def test_a_reproducer_runs_where_no_file_of_a_run_folder_can_stand_in_for_a_module(tmp_path):
     """``repros/<cluster>/torch.py`` (or a ``sitecustomize.py``) shipped in a run folder is never run."""
-    from fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro import verify
 
     writer = f"open({str(tmp_path / 'RAN')!r}, 'a').write(__name__)\n"
     for planted in ("torch.py", "sitecustomize.py", "usercustomize.py", "numpy.py"):
@@ -569,15 +569,15 @@ def test_output_the_terminal_cannot_encode_and_a_closed_pipe_end_quietly(tmp_pat
     _setup(tmp_path, {"run/records/x/part-1.parquet": {"message": "no kernel for \u2026 \u00e9\u4e2d " * 8}})
     env = _env(PYTHONIOENCODING="ascii")
     for argv in (["mutators"], ["triage", str(tmp_path / "run")]):
-        proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", *argv], cwd=tmp_path, env=env, capture_output=True,
-                              timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "gapfuzz.fuzzer.cli", *argv], cwd=tmp_path, env=env,
+                              capture_output=True, timeout=300)
         assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr.decode()[-2000:]
     assert b"\\u2026" in proc.stdout  # shown escaped, not an error after the work is done
     read, write = os.pipe()
     os.close(read)  # `gapfuzz mutators | head -3`, with head gone before the table is printed
     try:
-        proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "mutators"], stdout=write, stderr=subprocess.PIPE,
-                              cwd=tmp_path, text=True, timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "gapfuzz.fuzzer.cli", "mutators"], stdout=write,
+                              stderr=subprocess.PIPE, cwd=tmp_path, text=True, timeout=300)
     finally:
         os.close(write)
     assert proc.returncode == 141 and proc.stderr == "", proc.stderr
@@ -588,7 +588,7 @@ def test_ray_that_does_not_start_is_retried_once_then_one_line(monkeypatch):
     failure is one ConnectionError line that the CLI prints as it is."""
     import ray
 
-    from workers import pool
+    from gapfuzz.workers import pool
 
     calls = []
 

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.clusters import clusters
-from core.bugs import Kind, Stage, Status, Symptom, Verdict, bug_key
-from core.failures import Failure
-from workers.compare import Tolerances
-from workers.consensus import find_consensus, numpy_outputs
-from results.schema import RunRecord
+from gapfuzz.analysis.clusters import clusters
+from gapfuzz.core.bugs import Kind, Stage, Status, Symptom, Verdict, bug_key
+from gapfuzz.core.failures import Failure
+from gapfuzz.workers.compare import Tolerances
+from gapfuzz.workers.consensus import find_consensus, numpy_outputs
+from gapfuzz.results.schema import RunRecord
 
 
 def _div(**kw) -> dict:
@@ -111,8 +111,8 @@ def test_a_nan_grid_coordinate_agrees_by_where_the_answer_is_finite():
 
 
 def test_the_references_own_failures_are_skipped_not_clustered():
-    from fuzzer.builds import SeedBuild
-    from fuzzer.records import seed_failure_record
+    from gapfuzz.fuzzer.builds import SeedBuild
+    from gapfuzz.fuzzer.records import seed_failure_record
 
     build = SeedBuild(seed_id="ops/nonzero/float32/0", failure=Failure(
         Status.ERROR, Stage.CAPTURE, "DataDependentOutputException", "aten.nonzero.default"))
@@ -171,10 +171,10 @@ backends:
 
 
 def _run(text: str, folder):
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.strict_yaml import load
+    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.driver import Driver
 
     text += TAIL
     c = from_dict(load(text, "t"), "t")
@@ -206,7 +206,7 @@ def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path, local_ra
     runs = run.records(["first_div_node", "verdict"])
     located = runs[runs["verdict"] == Verdict.TARGET_DIVERGENT]["first_div_node"].dropna()
     assert located.str.startswith("input:").all() and len(located)
-    from fuzzer.repro import reproduce_cluster
+    from gapfuzz.fuzzer.repro import reproduce_cluster
 
     result = reproduce_cluster(tmp_path / "layout", found.iloc[0]["cluster"], max_calls=30, allow_plugins=True)
     assert result.status == "reproducible" and result.failures == result.tries == 3, result

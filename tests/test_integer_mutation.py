@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 import torch
 
-from core.ir import Variant
-from fuzzer.builds import BuildRequest
-from fuzzer.generate import build_seed_variants
-from fuzzer.mutators import get_mutator, list_mutators
-from fuzzer.mutators.dtype_ops import OPS, kind_of, ops_for
-from fuzzer.settings import VariantSettings
-from fuzzer.validate import evaluate
-from seeds import create_seed
-from seeds.capture import capture
+from gapfuzz.core.ir import Variant
+from gapfuzz.fuzzer.builds import BuildRequest
+from gapfuzz.fuzzer.generate import build_seed_variants
+from gapfuzz.fuzzer.mutators import get_mutator, list_mutators
+from gapfuzz.fuzzer.mutators.dtype_ops import OPS, kind_of, ops_for
+from gapfuzz.fuzzer.settings import VariantSettings
+from gapfuzz.fuzzer.validate import evaluate
+from gapfuzz.seeds import create_seed
+from gapfuzz.seeds.capture import capture
 from tests.conftest import run_campaign
 from tests.integer_backends import narrow_chains
 
@@ -94,7 +94,7 @@ def test_a_variant_no_mutator_changes_is_marked_unmutated_and_carries_no_payload
 
 
 def test_unmutated_share_per_dtype():
-    from analysis.triage import render_unmutated, unmutated_by_dtype
+    from gapfuzz.analysis.triage import render_unmutated, unmutated_by_dtype
 
     df = pd.DataFrame({
         "variant_id": ["ops/a/int16/0#0", "ops/a/int16/0#1", "ops/a/int16/0#1", "ops/b/bool/0#1", "timm/x#1"],

@@ -7,7 +7,7 @@ import pytest
 
 import torch
 
-from core.ir import Variant, graph_from_json, graph_to_json
+from gapfuzz.core.ir import Variant, graph_from_json, graph_to_json
 
 
 def test_payload_roundtrip_is_exact(captured_vit):
@@ -44,7 +44,7 @@ def test_checksum_sees_one_changed_weight(captured_vit):
 
 
 def test_checksum_ignores_the_stride_of_a_one_element_view():
-    from core.ir import checksum
+    from gapfuzz.core.ir import checksum
 
     one = torch.as_strided(torch.arange(128.0), (1,), (64,))  # what narrowing a dim to 1 can leave
     assert checksum([("x", one)]) == checksum([("x", torch.tensor([0.0]))])
@@ -63,7 +63,7 @@ def test_a_graph_read_as_data_passes_only_identifiers_operators_and_torch_s_own_
 
     import torch.fx as fx
 
-    from core.ir import IRError, graph_from_json, graph_to_json
+    from gapfuzz.core.ir import IRError, graph_from_json, graph_to_json
 
     g = fx.Graph()
     x = g.placeholder("x")
@@ -78,7 +78,7 @@ def test_a_graph_read_as_data_passes_only_identifiers_operators_and_torch_s_own_
 def test_a_view_from_a_storage_offset_travels_with_one():
     """A stack that ignores storage offsets must see one: a slice keeps a nonzero offset through the wire
     and through clone_exact (the copy each call is fed)."""
-    from core.ir import clone_exact, tensor_from_wire, tensor_to_wire
+    from gapfuzz.core.ir import clone_exact, tensor_from_wire, tensor_to_wire
 
     base = torch.arange(40.0)
     for t in (base[3:], base.reshape(8, 5)[2:, 1:], base[5:25:2]):

@@ -39,8 +39,8 @@ def test_fifty_variants_with_every_fault_lose_no_record(tmp_path, write_campaign
     assert variants == 50 and len(df) == variants * 3  # reference, oracle, faulty
     faulty = df[df["backend"] == "faulty@cpu"].set_index("variant_id")
 
-    from fuzzer.generate import replay
-    from fuzzer.recipe import Recipe
+    from gapfuzz.fuzzer.generate import replay
+    from gapfuzz.fuzzer.recipe import Recipe
 
     seen = set()
     for vid, row in faulty.iterrows():
@@ -78,8 +78,8 @@ def test_ctrl_c_inside_a_long_run_stops_at_once_and_says_how_to_resume(tmp_path,
     path, out = write_campaign(HUNG.replace("MARK", str(mark))), tmp_path / "run"
     # as from a terminal: a shell that starts the tests in the background (CI, nohup ... &) passes SIGINT on
     # ignored, and Python then never raises KeyboardInterrupt
-    proc = subprocess.Popen([sys.executable, "-m", "fuzzer.cli", "run", str(path), "--out", str(out), "--quiet"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "gapfuzz.fuzzer.cli", "run", str(path), "--out", str(out),
+                             "--quiet"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300

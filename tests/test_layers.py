@@ -51,6 +51,23 @@ def _project_module(name: str) -> str | None:
     return name or None
 
 
+def _installed(name: str) -> str:
+    """``gapfuzz.core.bugs`` -> ``core.bugs``: the installed name of a project module, as its folder."""
+    return name.removeprefix("gapfuzz.")
+
+
+def bare_imports() -> list[str]:
+    """Absolute imports of a project package by its folder name (``from core.bugs import``), not ``gapfuzz.``."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
+                      if n.split(".")[0] in PACKAGES]
+    return found
+
+
 @cache
 def raw_imports(name: str) -> tuple[tuple[str, int], ...]:
     """Every module ``name`` imports (project or not), relative names resolved, with the line of each."""
@@ -59,14 +76,14 @@ def raw_imports(name: str) -> tuple[tuple[str, int], ...]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
+            found += [(_installed(alias.name), node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parts = package.split(".")
                 parts = parts[:len(parts) - (node.level - 1)]
                 base = ".".join(parts + ([node.module] if node.module else []))
             else:
-                base = node.module
+                base = _installed(node.module)
             # ``from pkg import name`` imports the submodule pkg.name where there is one, else pkg itself
             found += [(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules() else base, node.lineno)
                       for alias in node.names]
@@ -150,6 +167,10 @@ def test_the_packages_are_found():
     assert {"core.bugs", "results.schema", "workers.runner", "seeds.registry", "fuzzer.cli",
             "analysis.api"} <= set(names)
     assert graph()["seeds.registry"]["seeds.sizes"]  # a relative import, resolved
+
+
+def test_every_import_is_under_the_gapfuzz_namespace():
+    assert not bare_imports(), "imports of a bare top-level name:\n" + "\n".join(bare_imports())
 
 
 def test_there_is_no_import_cycle():

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from analysis.api import load_run
-from core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Status, Verdict
-from fuzzer.campaign import from_dict, manifest_of
-from fuzzer.pools import Pools
-from results.folder import Folder, ResultsError
-from results.manifest import RunManifest
-from results.schema import SCHEMA_VERSION, RunRecord
-from results.store import RecordStore
+from gapfuzz.analysis.api import load_run
+from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Status, Verdict
+from gapfuzz.fuzzer.campaign import from_dict, manifest_of
+from gapfuzz.fuzzer.pools import Pools
+from gapfuzz.results.folder import Folder, ResultsError
+from gapfuzz.results.manifest import RunManifest
+from gapfuzz.results.schema import SCHEMA_VERSION, RunRecord
+from gapfuzz.results.store import RecordStore
 
 CAMPAIGN = {"name": "m", "seeds": [{"source": "timm", "include": ["test_resnet"]}],
             "backends": {"reference": {"backend": "eager@cpu", "label": "ref"}, "oracle": "eager-fp64@cpu",
@@ -116,8 +116,8 @@ def test_an_old_folder_with_no_campaign_file_takes_the_defaults(tmp_path):
 def test_gapfuzz_run_writes_the_manifest_beside_the_campaign(tmp_path, monkeypatch):
     import yaml
 
-    from fuzzer import cli
-    from fuzzer.driver import Driver
+    from gapfuzz.fuzzer import cli
+    from gapfuzz.fuzzer.driver import Driver
 
     def interrupted(self, seed_ids=None):
         raise KeyboardInterrupt

@@ -7,15 +7,15 @@ from collections import Counter
 import pytest
 import torch
 
-from fuzzer.generate import build_seed_variants, replay
-from fuzzer.guidance import Chooser, Feedback
-from fuzzer.builds import BuildRequest
-from fuzzer.settings import VariantSettings
-from fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
-from fuzzer.validate import evaluate
-from seeds import create_seed
-from seeds.capture import capture
-from workers.backends.eager import EagerFp64
+from gapfuzz.fuzzer.generate import build_seed_variants, replay
+from gapfuzz.fuzzer.guidance import Chooser, Feedback
+from gapfuzz.fuzzer.builds import BuildRequest
+from gapfuzz.fuzzer.settings import VariantSettings
+from gapfuzz.fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
+from gapfuzz.fuzzer.validate import evaluate
+from gapfuzz.seeds import create_seed
+from gapfuzz.seeds.capture import capture
+from gapfuzz.workers.backends.eager import EagerFp64
 
 FAMILIES = {"structure", "substitution", "injection", "numeric", "precision", "semantic"}
 
@@ -75,7 +75,7 @@ def _build(seed_id: str, indices: list[int], campaign_seed: int, mutators: list[
 
 
 def test_recipes_replay_to_the_same_graph_weights_and_inputs():
-    from core.ir import Variant
+    from gapfuzz.core.ir import Variant
 
     result = _build("timm/test_convnext", [0, 1, 2, 3], 7, list_mutators())
     assert result.ok and [v.index for v in result.variants] == [0, 1, 2, 3]

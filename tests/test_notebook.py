@@ -49,8 +49,8 @@ def test_notebook_runs_top_to_bottom(small_run, monkeypatch):
 
 
 def test_triage_report_and_diff_on_a_real_campaign(small_run, tmp_path, capsys):
-    from analysis.api import load_run
-    from fuzzer.cli import main
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.fuzzer.cli import main
 
     run = load_run(small_run)
     c = run.clusters()

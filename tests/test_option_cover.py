@@ -9,9 +9,9 @@ from itertools import combinations, product
 import pandas as pd
 import pytest
 
-from core.covering import block_length, covering_array
-from fuzzer.campaign import CampaignError, from_dict
-from fuzzer.recipe import variant_id
+from gapfuzz.core.covering import block_length, covering_array
+from gapfuzz.fuzzer.campaign import CampaignError, from_dict
+from gapfuzz.fuzzer.recipe import variant_id
 from tests.option_backends import SPACE
 
 SEED = "ops/tanh/float32/0"
@@ -112,7 +112,7 @@ def test_option_cover_needs_a_space_and_all_a_space_it_can_run():
 
 
 def test_coverage_counts_the_pairs_the_records_ran():
-    from analysis.option_cover import pair_coverage, values_run
+    from gapfuzz.analysis.option_cover import pair_coverage, values_run
 
     space = {"a": [0, 1], "b": [None, 1]}
 
@@ -152,7 +152,7 @@ run: {{repeats: 1}}
 
 @pytest.mark.ray
 def test_a_fault_behind_one_value_in_training_is_found_by_one_seed_as_one_cluster(tmp_path, local_ray):
-    from analysis.report_tables import option_runs
+    from gapfuzz.analysis.report_tables import option_runs
     from tests.conftest import run_campaign
 
     run = run_campaign(CAMPAIGN, tmp_path / "run")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.bugs import Explanation, Verdict
-from core.strict_yaml import load
-from fuzzer.campaign import CampaignError, from_dict
-from workers.comparisons import DIVERGED
+from gapfuzz.core.bugs import Explanation, Verdict
+from gapfuzz.core.strict_yaml import load
+from gapfuzz.fuzzer.campaign import CampaignError, from_dict
+from gapfuzz.workers.comparisons import DIVERGED
 
 from .conftest import run_campaign
 
@@ -99,7 +99,7 @@ def test_a_compiler_fault_is_the_compilers_and_what_eager_on_its_device_does_is_
 
 
 def run_campaign_clusters(folder):
-    from analysis.api import load_run
+    from gapfuzz.analysis.api import load_run
 
     return load_run(folder).clusters(vendor=True)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.api import load_run
-from analysis.report import SECTIONS, render, write_report
+from gapfuzz.analysis.api import load_run
+from gapfuzz.analysis.report import SECTIONS, render, write_report
 
 from .test_triage import SAME, write_run
 
@@ -74,10 +74,10 @@ def write_triaged_run(path: Path) -> Path:
     """A small run folder with every kind of run triage tells apart on OpenVINO: vendor divergences and
     failures, an explained bfloat16 default, a benign ill-conditioned run, a reference-suspect divergence
     shared with ONNX Runtime; an oracle and an Inductor layout probe that recompiles (slow); run.json."""
-    from results.folder import Folder
-    from results.manifest import RunManifest
-    from results.schema import RunRecord
-    from results.store import RecordStore
+    from gapfuzz.results.folder import Folder
+    from gapfuzz.results.manifest import RunManifest
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.results.store import RecordStore
 
     versions = {"eager@cpu": "2.9.0", "eager-fp64@cpu": "2.9.0", "inductor@cpu": "2.9.0",
                 "onnxruntime@cpu": "1.22.0", "openvino@cpu": f"2025.1 {HOSTILE}"}
@@ -148,7 +148,7 @@ def _triage_runs(run, backend: str, **filters) -> int:
 
 
 def test_vendor_rate_counts_only_triages_vendor_clusters(triaged):
-    from analysis.report_tables import divergence
+    from gapfuzz.analysis.report_tables import divergence
 
     d = divergence(triaged).set_index("backend")
     assert triaged.reference not in d.index and triaged.oracle not in d.index
@@ -185,7 +185,7 @@ def test_settings_versions_reproducer_links_and_escaping(triaged, tmp_path):
 
 
 def test_slowdown_leaves_out_the_oracle_and_probe_runs(triaged):
-    from analysis.report_tables import slowdowns
+    from gapfuzz.analysis.report_tables import slowdowns
 
     s, summary, left_out = slowdowns(triaged)
     assert triaged.oracle not in set(s["backend"]) and triaged.oracle not in set(summary["backend"])

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.bugs import bug_key
-from fuzzer.campaign import from_dict
-from fuzzer.repro import reproduce
-from fuzzer.shrink.core import Shrinker
-from seeds import create_seed
-from seeds.capture import capture
+from gapfuzz.core.bugs import bug_key
+from gapfuzz.fuzzer.campaign import from_dict
+from gapfuzz.fuzzer.repro import reproduce
+from gapfuzz.fuzzer.shrink.core import Shrinker
+from gapfuzz.seeds import create_seed
+from gapfuzz.seeds.capture import capture
 
 pytestmark = pytest.mark.ray  # starts sandboxes, though not Ray itself
 
@@ -59,7 +59,7 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
 def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_path):
     """ReLU that drops NaN: the example inputs hold no NaN, the NaN probe does, and so must inputs.pt."""
     run, c = _run_dir(tmp_path, {"class": "tests.numeric_backends:NanToZeroInOneOp", "device": "cpu"})
-    from workers.probes import Probe
+    from gapfuzz.workers.probes import Probe
 
     probe = Probe.of("special", {"value": "nan", "pattern": "single"}, 12345)
     record = {"campaign": "t", "variant_id": "ops/nn.functional.relu/float32/0#0", "backend": "nan-to-zero@cpu",
@@ -79,7 +79,7 @@ def test_shrinker_consider_skips_seen_and_larger_candidates():
     calls = []
     sh = Shrinker(v, lambda cand: calls.append(cand) or True)
     assert not sh.consider(v)  # already seen
-    from fuzzer.shrink.passes import cut_after
+    from gapfuzz.fuzzer.shrink.passes import cut_after
 
     first = next(n.name for n in v.gm.graph.nodes if n.op == "call_function")
     small = cut_after(v, first)
@@ -122,8 +122,8 @@ class Cancellation(torch.nn.Module):
 
 
 def _cancellation():
-    from seeds.capture import capture as cap
-    from seeds.spec import BuiltSeed, SeedInfo
+    from gapfuzz.seeds.capture import capture as cap
+    from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
 
     return cap(BuiltSeed(SeedInfo(id="test/cancel", source="test"), Cancellation(), (torch.ones(4),))).variant
 
@@ -133,9 +133,9 @@ def _cancellation():
 def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_path, plugin, verdict):
     """It used to exit 1 only when the target was further from float64 than eager: a reference-divergent
     or ill-conditioned cluster's reproducer said 'not reproduced' while the bug was there."""
-    from fuzzer.repro import verify
-    from fuzzer.repro_code import reproducer, save_inputs
-    from workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
+    from gapfuzz.workers.registry import parse_backend
 
     v = _cancellation()
     target = parse_backend("x@cpu", cls_path=f"tests.numeric_backends:{plugin}")
@@ -149,12 +149,12 @@ def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_pat
 
 def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_path):
     """Both used to disagree: the reproducer had its own tolerance table."""
-    from fuzzer.repro import verify
-    from fuzzer.repro_code import reproducer, save_inputs
-    from fuzzer.shrink.predicate import SameBug
-    from workers.compare import Tolerances
-    from workers.messages import JudgeSettings
-    from workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
+    from gapfuzz.fuzzer.shrink.predicate import SameBug
+    from gapfuzz.workers.compare import Tolerances
+    from gapfuzz.workers.messages import JudgeSettings
+    from gapfuzz.workers.registry import parse_backend
 
     v = _cancellation()
     target = parse_backend("x@cpu", {"by": 1e-3}, cls_path="tests.numeric_backends:AddToOutputs")
@@ -177,7 +177,7 @@ def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_
 
 
 def test_an_amplified_cluster_is_refused_with_one_line(tmp_path):
-    from fuzzer.repro import ReproError
+    from gapfuzz.fuzzer.repro import ReproError
 
     record = {"status": "mismatch", "verdict": "amplified", "symptom": "numeric", "backend": "inductor@cpu",
               "variant_id": "timm/x#1", "output_dtype": "float32"}
@@ -191,7 +191,7 @@ def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):
     status of the reproducer itself and kills what it left."""
     import time
 
-    from fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro import verify
 
     (tmp_path / "repro.py").write_text(
         "import os, sys, time\n"
@@ -215,8 +215,8 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
     import torch
     import torch.fx as fx
 
-    from fuzzer.shrink.passes import as_inputs, cut_after, cut_output
-    from core.ir import Variant
+    from gapfuzz.fuzzer.shrink.passes import as_inputs, cut_after, cut_output
+    from gapfuzz.core.ir import Variant
 
     aten = torch.ops.aten
     graph = fx.Graph()
@@ -233,7 +233,7 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
 
 def test_verify_runs_a_reproducer_where_no_file_of_its_folder_can_stand_in_for_torch(tmp_path):
     """A run folder is data: a ``torch.py`` beside ``repro.py`` is neither imported nor run."""
-    from fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro import verify
 
     marker = tmp_path / "marker"
     (tmp_path / "torch.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")

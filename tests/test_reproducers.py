@@ -8,12 +8,12 @@ import sys
 import pytest
 import torch
 
-from core.ir import Variant
-from fuzzer.reproducers.literals import generated, needs_nan_names, torch_literal
-from fuzzer.reproducers.case import Case, index_only
-from fuzzer.reproducers.stacks import native_scripts
-from fuzzer.reproducers.torch_code import function_source
-from workers.registry import BackendSpec
+from gapfuzz.core.ir import Variant
+from gapfuzz.fuzzer.reproducers.literals import generated, needs_nan_names, torch_literal
+from gapfuzz.fuzzer.reproducers.case import Case, index_only
+from gapfuzz.fuzzer.reproducers.stacks import native_scripts
+from gapfuzz.fuzzer.reproducers.torch_code import function_source
+from gapfuzz.workers.registry import BackendSpec
 
 
 def _read(text: str) -> torch.Tensor:

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from core.bugs import Explanation, Kind, Symptom, Verdict
-from workers.compare import Tolerances, compare
-from workers.emulate import emulate, round_tf32
-from workers.explain import declared, explain, hypotheses, measure
+from gapfuzz.core.bugs import Explanation, Kind, Symptom, Verdict
+from gapfuzz.workers.compare import Tolerances, compare
+from gapfuzz.workers.emulate import emulate, round_tf32
+from gapfuzz.workers.explain import declared, explain, hypotheses, measure
 
 PLANTED = """
 name: planted-faults
@@ -34,10 +34,10 @@ run: {repeats: 1}
 def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
     import ray
 
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.strict_yaml import load
+    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.driver import Driver
 
     tight = "compare: {tolerances: {float32: [1.0e-8, 1.0e-9]}, multiplier: 1.0}\n"  # the reordered sum shows
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
@@ -125,9 +125,9 @@ def test_reduction_order_holds_for_a_reordered_sum_and_tf32_for_rounded_matmul_i
 def test_emulations_of_a_real_model_keep_its_values_shapes_and_dtypes(seed_id):
     """Reordering a sum changes its rounding, never its value: on a real model it stays within tolerance;
     every hypothesis gives the outputs eager gives, shape for shape and dtype for dtype."""
-    from seeds import create_seed
-    from seeds.capture import capture
-    from workers.explain import spread
+    from gapfuzz.seeds import create_seed
+    from gapfuzz.seeds.capture import capture
+    from gapfuzz.workers.explain import spread
 
     v = capture(create_seed(seed_id)).variant
     reference = torch.utils._pytree.tree_leaves(v.gm(*v.inputs))
@@ -156,8 +156,8 @@ def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
 
 
 def test_ledger_cases_hand_their_location_to_later_runs():
-    from results.schema import RunRecord
-    from workers.align import AlignLedger, Location
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.align import AlignLedger, Location
 
     ledger = AlignLedger()
     assert ledger.claim("seed|d-1", "v#0") is None
@@ -184,7 +184,7 @@ def _rec(**kw) -> dict:
 
 
 def test_band_is_severity_not_identity_and_ledger_skipped_runs_join_the_located_cluster():
-    from analysis.clusters import clusters
+    from gapfuzz.analysis.clusters import clusters
 
     rows = [_rec(tol_ratio=5.0), _rec(variant_id="s#1", tol_ratio=5e4),
             _rec(variant_id="s#2", first_div_op=None, align_error="not run: located on s#0 at aten.conv2d.default"),
@@ -195,7 +195,7 @@ def test_band_is_severity_not_identity_and_ledger_skipped_runs_join_the_located_
 
 
 def test_a_behaviour_is_one_cluster_over_ops_dtypes_and_seeds_and_benign_ones_stand_apart():
-    from analysis.clusters import clusters
+    from gapfuzz.analysis.clusters import clusters
 
     rows = [_rec(explanation="bfloat16"), _rec(variant_id="t#0", seed_id="t", first_div_op="aten.linear.default",
                                                 output_dtype="float16", explanation="bfloat16", tol_ratio=3e3),
@@ -215,7 +215,7 @@ def test_a_behaviour_is_one_cluster_over_ops_dtypes_and_seeds_and_benign_ones_st
 
 
 def test_another_option_set_that_agrees_explains_a_divergence():
-    from analysis.clusters import clusters
+    from gapfuzz.analysis.clusters import clusters
 
     f32 = '{"INFERENCE_PRECISION_HINT": "f32"}'
     rows = [_rec(), _rec(backend="openvino-f32@cpu", verdict="agree", status="ok", backend_options=f32),
@@ -230,7 +230,7 @@ def test_another_option_set_that_agrees_explains_a_divergence():
 
 
 def test_impact_counts_the_model_seeds_holding_a_clusters_ops_and_orders_by_it():
-    from analysis.clusters import clusters
+    from gapfuzz.analysis.clusters import clusters
 
     catalog = pd.DataFrame({"seed_id": ["timm/a", "timm/a@64", "timm/b", "ops/x/float32/0"],
                             "source": ["timm", "timm", "timm", "ops"], "status": ["ok"] * 4,
@@ -244,7 +244,7 @@ def test_impact_counts_the_model_seeds_holding_a_clusters_ops_and_orders_by_it()
 
 
 def test_clusters_whose_minimised_reproducers_match_merge(tmp_path):
-    from analysis.merge import merge, minimised
+    from gapfuzz.analysis.merge import merge, minimised
 
     c = pd.DataFrame({"cluster": ["d-1", "d-2", "d-3"], "kind": ["discrepancy"] * 3, "count": [5, 3, 1],
                       "variants": [2, 1, 1], "unmutated": [0, 0, 0], "inherited": [0, 0, 0], "seeds": [1, 1, 1],
@@ -262,9 +262,9 @@ def test_clusters_whose_minimised_reproducers_match_merge(tmp_path):
 
 
 def test_known_issues_mark_clusters_and_diff_tells_known_from_new(tmp_path):
-    from analysis.known import KnownIssues
-    from results.store import ResultsError
-    from analysis.triage import diff
+    from gapfuzz.analysis.known import KnownIssues
+    from gapfuzz.results.store import ResultsError
+    from gapfuzz.analysis.triage import diff
 
     f = tmp_path / "known.yaml"
     f.write_text("_known:\n  - name: ov-bf16\n    class: documented\n    where: {backends: 'openvino@cpu', "

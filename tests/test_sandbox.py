@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workers import pipe
-from workers.executor import Executor
-from workers.registry import BackendSpec
-from workers.sandbox import Fault, RemoteError, Sandbox
+from gapfuzz.workers import pipe
+from gapfuzz.workers.executor import Executor
+from gapfuzz.workers.registry import BackendSpec
+from gapfuzz.workers.sandbox import Fault, RemoteError, Sandbox
 
 from . import fault_helpers
 
@@ -100,8 +100,8 @@ def _linear_payload() -> dict:
     """An ATen graph of one Linear layer, as a capture makes it."""
     import torch
 
-    from seeds.capture import capture
-    from seeds.spec import BuiltSeed, SeedInfo
+    from gapfuzz.seeds.capture import capture
+    from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
 
     return capture(BuiltSeed(SeedInfo(id="test/linear", source="test"), torch.nn.Linear(4, 3),
                              (torch.ones(2, 4),))).variant.to_payload()
@@ -121,8 +121,8 @@ def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets(
 
 
 def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
-    from workers.messages import JudgeSettings, RunRequest
-    from workers.runner import run_variant
+    from gapfuzz.workers.messages import JudgeSettings, RunRequest
+    from gapfuzz.workers.runner import run_variant
 
     payload = _linear_payload()
     sandbox.request(Executor.call, fault_helpers.as_built, (payload,), {}, keep_payloads=True)

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from seeds import SeedError, get_source
-from seeds.capture import capture
-from seeds.sources import ops
+from gapfuzz.seeds import SeedError, get_source
+from gapfuzz.seeds.capture import capture
+from gapfuzz.seeds.sources import ops
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,8 @@ import os
 import pandas as pd
 import pytest
 
-from results.catalog import Catalog
-from seeds.scan import scan_seed
+from gapfuzz.results.catalog import Catalog
+from gapfuzz.seeds.scan import scan_seed
 
 from .conftest import gapfuzz
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from seeds import create_seed, list_seeds
-from seeds.capture import capture
+from gapfuzz.seeds import create_seed, list_seeds
+from gapfuzz.seeds.capture import capture
 
 
 def test_every_torchvision_model_is_listed():

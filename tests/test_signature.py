@@ -1,6 +1,6 @@
 """Messages that differ only in numbers, shapes, addresses or paths share a template."""
-from core.bugs import key_id
-from core.templates import template
+from gapfuzz.core.bugs import key_id
+from gapfuzz.core.templates import template
 
 
 def test_incidental_parts_are_masked():

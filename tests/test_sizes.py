@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fuzzer.campaign import CampaignError, from_dict
-from fuzzer.plan import plan, select_seeds, with_sizes
-from seeds import create_seed
-from seeds.sizes import DIMENSION_SIZES, SizedId, SizeError, choose
-from seeds.sources.op_sizes import resize
+from gapfuzz.fuzzer.campaign import CampaignError, from_dict
+from gapfuzz.fuzzer.plan import plan, select_seeds, with_sizes
+from gapfuzz.seeds import create_seed
+from gapfuzz.seeds.sizes import DIMENSION_SIZES, SizedId, SizeError, choose
+from gapfuzz.seeds.sources.op_sizes import resize
 from torch.testing._internal.opinfo.core import SampleInput
 
 BASE = {"backends": {"targets": ["inductor@cpu"]}}
@@ -93,7 +93,7 @@ def test_a_campaign_plans_widths_as_seeds_of_their_own_past_1024():
 
 
 def test_widths_are_handed_out_over_a_campaign_a_tail_past_2048_first():
-    from seeds.sizes import WIDTHS, width_order
+    from gapfuzz.seeds.sizes import WIDTHS, width_order
 
     assert width_order(WIDTHS) == [2050, 2048, 4098, 4096, 1026, 1024, 768]
     assert width_order([768, 1000, 3000, 4096]) == [3000, 1000, 4096, 768]  # a tail without its multiple listed
@@ -106,7 +106,7 @@ def test_widths_are_handed_out_over_a_campaign_a_tail_past_2048_first():
 @pytest.mark.parametrize("seed_id, width", [("hf/llama/causal-lm@w1026", 1026), ("timm/test_vit@w2048", 2048),
                                             ("timm/test_resnet@w1024", 1024), ("tv/vit_b_16@w1024", 1024)])
 def test_a_model_rebuilt_at_a_width_has_that_many_features(seed_id, width):
-    from seeds.registry import create_seed
+    from gapfuzz.seeds.registry import create_seed
 
     built = create_seed(seed_id)
     model = built.model
@@ -116,7 +116,7 @@ def test_a_model_rebuilt_at_a_width_has_that_many_features(seed_id, width):
 
 
 def test_layer_norm_is_rebuilt_at_a_size_and_a_width_with_its_normalised_shape():
-    from seeds.registry import create_seed
+    from gapfuzz.seeds.registry import create_seed
 
     sized = create_seed("ops/nn.functional.layer_norm/float32/1@4098")
     assert all(t.shape[-1] == 4098 for t in sized.args)
@@ -125,16 +125,16 @@ def test_layer_norm_is_rebuilt_at_a_size_and_a_width_with_its_normalised_shape()
 
 
 def test_a_width_past_the_parameter_cap_is_refused_saying_so():
-    from seeds.capture import CaptureError, capture
-    from seeds.registry import create_seed
+    from gapfuzz.seeds.capture import CaptureError, capture
+    from gapfuzz.seeds.registry import create_seed
 
     with pytest.raises(CaptureError, match="parameters exceed the cap of 10,000,000"):
         capture(create_seed("timm/test_vit@w1024"), max_params=10_000_000)
 
 
 def test_a_timm_model_that_takes_no_width_is_not_drawn_at_one():
-    from seeds.registry import get_source
-    from seeds.sizes import SizeError, WIDTHS
+    from gapfuzz.seeds.registry import get_source
+    from gapfuzz.seeds.sizes import SizeError, WIDTHS
 
     assert get_source("timm").width_points("timm/test_efficientnet", list(WIDTHS)) == []
     with pytest.raises(SizeError, match="takes no width"):
@@ -149,14 +149,14 @@ def test_bad_size_keys_are_one_line_naming_the_key(sizes, message):
 
 
 def test_inductor_takes_dynamic_shapes_as_an_option():
-    from workers.backends.inductor import Inductor
+    from gapfuzz.workers.backends.inductor import Inductor
 
     assert Inductor().check_options({"dynamic": True}) is None
     assert "did you mean 'dynamic'" in Inductor().check_options({"dynamc": True})
 
 
 def test_torchvision_rebuilds_classifiers_at_a_size_and_not_detectors():
-    from seeds.registry import source_of
+    from gapfuzz.seeds.registry import source_of
 
     assert create_seed("tv/squeezenet1_1@65").args[0].shape[-2:] == (65, 65)
     assert source_of("tv/squeezenet1_1").size_points("tv/squeezenet1_1", []) != []

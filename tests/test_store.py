@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from results.schema import COLUMNS, RunRecord, arrow_schema
-from results.store import RecordStore
+from gapfuzz.results.schema import COLUMNS, RunRecord, arrow_schema
+from gapfuzz.results.store import RecordStore
 
 
 def _rec(vid: str, backend: str, status: str = "ok") -> RunRecord:
@@ -40,9 +40,9 @@ def test_a_run_folder_on_another_filesystem_is_written_and_triaged_there(tmp_pat
     are written there, whole, and the analysis reads them where they are; nothing lands on the local disk."""
     import uuid
 
-    from analysis.api import Run
-    from results.catalog import Catalog, CatalogRow
-    from results.folder import Folder
+    from gapfuzz.analysis.api import Run
+    from gapfuzz.results.catalog import Catalog, CatalogRow
+    from gapfuzz.results.folder import Folder
 
     uri = f"memory://gapfuzz-{uuid.uuid4().hex[:8]}/runs/t"
     folder = Folder(uri)
@@ -58,7 +58,7 @@ def test_a_run_folder_on_another_filesystem_is_written_and_triaged_there(tmp_pat
 
 
 def test_a_file_uri_is_the_local_folder(tmp_path):
-    from results.folder import Folder, FolderError
+    from gapfuzz.results.folder import Folder, FolderError
 
     RecordStore(f"file://{tmp_path}/run").write([_rec("a#0", "eager@cpu")])
     assert len(pd.read_parquet(tmp_path / "run" / "records")) == 1

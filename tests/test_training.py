@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.bugs import Kind, Mode, Symptom, Verdict
-from core.ir import Variant
-from workers.compare import Tolerances
-from workers.judge import judge_outputs
-from workers.training import Trainer, lift_parameters, loss_of, training_output_names
+from gapfuzz.core.bugs import Kind, Mode, Symptom, Verdict
+from gapfuzz.core.ir import Variant
+from gapfuzz.workers.compare import Tolerances
+from gapfuzz.workers.judge import judge_outputs
+from gapfuzz.workers.training import Trainer, lift_parameters, loss_of, training_output_names
 
 aten = torch.ops.aten
 PLANTED = """
@@ -81,8 +81,8 @@ def test_a_gradient_that_alone_differs_is_the_grad_symptom():
 
 
 def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_stack_that_does():
-    from fuzzer.campaign import CampaignError, from_dict
-    from fuzzer.plan import plan
+    from gapfuzz.fuzzer.campaign import CampaignError, from_dict
+    from gapfuzz.fuzzer.plan import plan
 
     c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}],
                    "sizes": {"per_seed": 0, "widths": 0},
@@ -100,11 +100,11 @@ def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_sta
 def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduced(tmp_path):
     import ray
 
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
-    from fuzzer.repro import reproduce_cluster
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.strict_yaml import load
+    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.driver import Driver
+    from gapfuzz.fuzzer.repro import reproduce_cluster
 
     c = from_dict(load(PLANTED, "planted"), "planted")
     (tmp_path / "run").mkdir()
@@ -139,11 +139,11 @@ def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduc
 def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_statistics_are_outputs():
     import operator
 
-    from fuzzer.generate import captured
-    from workers.compare import compare
-    from workers.executor import to_host
-    from workers.registry import parse_backend
-    from workers.training import draws_randomly, output_names
+    from gapfuzz.fuzzer.generate import captured
+    from gapfuzz.workers.compare import compare
+    from gapfuzz.workers.executor import to_host
+    from gapfuzz.workers.registry import parse_backend
+    from gapfuzz.workers.training import draws_randomly, output_names
 
     info, cap = captured("timm/test_resnet", None, use_cache=False, train_layers=True)
     running = [n for n in cap.variant.output_names if n.startswith("running:")]

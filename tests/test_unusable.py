@@ -30,10 +30,10 @@ compare: {align: false, bisect: false}
 def test_a_stack_that_dies_preparing_is_skipped_here_after_three_variants(tmp_path, local_ray, caplog):
     import pandas as pd
 
-    from analysis.api import CLUSTER_COLUMNS
-    from analysis.clusters import UNUSABLE_HERE, clusters
-    from analysis.vendor import digest
-    from fuzzer.unusable import THRESHOLD
+    from gapfuzz.analysis.api import CLUSTER_COLUMNS
+    from gapfuzz.analysis.clusters import UNUSABLE_HERE, clusters
+    from gapfuzz.analysis.vendor import digest
+    from gapfuzz.fuzzer.unusable import THRESHOLD
 
     with caplog.at_level(logging.WARNING, logger="gapfuzz.fuzzer"):
         run = run_campaign(CAMPAIGN, tmp_path / "run")

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.api import load_run
-from analysis.vendor import _cell, _fenced, digest
+from gapfuzz.analysis.api import load_run
+from gapfuzz.analysis.vendor import _cell, _fenced, digest
 
 CONVERT = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\nFrontEnd API "
            "failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n-- No conversion rule found for "
@@ -45,8 +45,8 @@ def _records(n_relu=3):
 
 
 def write_run(path):
-    from results.schema import RunRecord
-    from results.store import RecordStore
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.results.store import RecordStore
 
     path.mkdir(parents=True)
     (path / "campaign.yaml").write_text("name: t\nbackends: {reference: eager@cpu, oracle: eager-fp64@cpu}\n")
@@ -176,7 +176,7 @@ def test_cells_and_fences():
 
 def test_the_cli_refuses_a_stack_that_did_not_run_in_one_line_and_writes_nothing(folder):
     run_dir = folder[0]
-    proc = subprocess.run([sys.executable, "-m", "fuzzer.cli", "report", str(run_dir), "--vendor", "tpu"],
+    proc = subprocess.run([sys.executable, "-m", "gapfuzz.fuzzer.cli", "report", str(run_dir), "--vendor", "tpu"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "no stack 'tpu' ran here" in proc.stderr and "Traceback" not in proc.stderr
     assert not (Path(run_dir) / "vendor" / "tpu").exists()

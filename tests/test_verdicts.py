@@ -8,15 +8,15 @@ import math
 import pytest
 import torch
 
-from seeds.capture import capture
-from seeds.spec import BuiltSeed, SeedInfo
-from workers.align import AlignLedger, Location
-from workers.compare import Tolerances, compare
-from workers.messages import JudgeSettings, RunRequest
-from workers.registry import parse_backend
-from workers.runner import run_variant
-from workers.sandbox import Sandbox
-from workers.task import task_agreement
+from gapfuzz.seeds.capture import capture
+from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
+from gapfuzz.workers.align import AlignLedger, Location
+from gapfuzz.workers.compare import Tolerances, compare
+from gapfuzz.workers.messages import JudgeSettings, RunRequest
+from gapfuzz.workers.registry import parse_backend
+from gapfuzz.workers.runner import run_variant
+from gapfuzz.workers.sandbox import Sandbox
+from gapfuzz.workers.task import task_agreement
 
 S = Tolerances()
 
@@ -197,8 +197,8 @@ def test_identical_logits_agree_even_when_they_hold_nan():
 def test_one_flipped_bool_or_an_index_one_off_is_the_target_s_divergence():
     """Integers and bools are exact: ``a > b`` computed as ``a >= b`` at one tie flips one element,
     and that alone (the oracle siding with the reference) is a finding, not within tolerance."""
-    from core.bugs import Verdict
-    from workers.compare import Tolerances, attribute
+    from gapfuzz.core.bugs import Verdict
+    from gapfuzz.workers.compare import Tolerances, attribute
 
     ref, flipped = torch.tensor([True, False, True]), torch.tensor([True, True, True])
     assert attribute([flipped], [ref], [ref], Tolerances()).verdict == Verdict.TARGET_DIVERGENT

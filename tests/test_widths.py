@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from seeds.sizes import SizedId
+from gapfuzz.seeds.sizes import SizedId
 
 WIDE = """
 name: wide
@@ -21,10 +21,10 @@ run: {repeats: 1}
 
 @pytest.mark.ray
 def test_a_layer_norm_that_reads_one_block_of_a_row_is_found_only_at_a_width(tmp_path, local_ray):
-    from analysis.api import load_run
-    from core.strict_yaml import load
-    from fuzzer.campaign import from_dict
-    from fuzzer.driver import Driver
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.strict_yaml import load
+    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.driver import Driver
 
     Driver(from_dict(load(WIDE, "wide"), "wide"), tmp_path / "wide", progress=False).run()
     runs = load_run(tmp_path / "wide").records()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.bugs import INPUT, BugKey, Symptom, Verdict
+from gapfuzz.core.bugs import INPUT, BugKey, Symptom, Verdict
 
 from .compare import Tolerances, attribute, compare
 from .interpret import node_values, prefix_graph, candidate_nodes, tensor_inputs

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_key
-from core.ir import packed_outputs
+from gapfuzz.core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_key
+from gapfuzz.core.ir import packed_outputs
 
 from .compare import compare
 from .align import ask as _ask

@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from contextlib import contextmanager
 
-from core.bugs import Stage
-from core.registry import did_you_mean
+from gapfuzz.core.bugs import Stage
+from gapfuzz.core.registry import did_you_mean
 
 DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from core.bugs import Symptom, Verdict
+from gapfuzz.core.bugs import Symptom, Verdict
 
 # torch.testing's defaults (rtol, atol); integers and bools compare exactly.
 DEFAULT_TOLERANCES = {

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.bugs import Explanation, Status, Verdict
-from results.schema import RunRecord
+from gapfuzz.core.bugs import Explanation, Status, Verdict
+from gapfuzz.results.schema import RunRecord
 
 from .compare import compare
 from .judge import Judge

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from core.bugs import Symptom, Verdict
+from gapfuzz.core.bugs import Symptom, Verdict
 
 from .compare import Tolerances, compare
 

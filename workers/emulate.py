@@ -14,7 +14,7 @@ import functools
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from core.bugs import Explanation
+from gapfuzz.core.bugs import Explanation
 
 from .interpret import Evaluator
 

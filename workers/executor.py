@@ -17,8 +17,8 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-from core.bugs import Mode, Stage
-from core.failures import Failure, describe
+from gapfuzz.core.bugs import Mode, Stage
+from gapfuzz.core.failures import Failure, describe
 
 from . import pipe
 from .backend import stage_of
@@ -75,7 +75,7 @@ def to_host(out) -> list:
 def same_bits(a: list, b: list) -> bool:
     import torch
 
-    from core.ir import byte_view
+    from gapfuzz.core.ir import byte_view
 
     if len(a) != len(b):
         return False
@@ -113,7 +113,7 @@ class CompiledAtExample:
         self.backend, self.example = backend, example
 
     def prepare(self, gm, inputs: tuple, device: str):
-        from core.ir import clone_exact
+        from gapfuzz.core.ir import clone_exact
 
         if len(inputs) != len(self.example):
             return self.backend.prepare(gm, inputs, device)
@@ -150,7 +150,7 @@ class Executor:
         carries its seed outputs, which the caller would otherwise read from the payload, and the
         variant's probes (``workers.probes.choose``, then its ``resize_probes``): all of them, and per
         ``Backend.any_strides`` those of a stack that takes it."""
-        from core.ir import Variant
+        from gapfuzz.core.ir import Variant
 
         local = payload is None
         if local and variant_id not in self.kept:
@@ -175,7 +175,7 @@ class Executor:
         """The loaded variant for one backend. Backends that never write what they are given
         (``leaves_variant_intact``) share it; any other gets its own copy, so that each backend
         sees exactly what was sent."""
-        from core.ir import Variant
+        from gapfuzz.core.ir import Variant
 
         if backend.leaves_variant_intact and self._pristine and self._pristine[0] == variant_id:
             return self._pristine[1]
@@ -186,7 +186,7 @@ class Executor:
         call the prepared backend once per probe (``workers.probes``); errors become a result."""
         import torch
 
-        from core.ir import clone_exact
+        from gapfuzz.core.ir import clone_exact
 
         self._settle()
         precision = Precision.of(spec.options)
@@ -260,7 +260,7 @@ class Executor:
         differ from ``reference`` at ``settings`` (a divergence) or the call raises ``error_type`` (a failure)."""
         import torch
 
-        from core.ir import Variant, clone_exact, tensor_from_wire
+        from gapfuzz.core.ir import Variant, clone_exact, tensor_from_wire
 
         from .compare import compare
 
@@ -297,7 +297,7 @@ class Executor:
               wrong_grads: tuple = (), symptom: str | None = None) -> dict:
         """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification;
         for a training run whose gradients ``wrong_grads`` alone diverge, the node whose backward does."""
-        from core.ir import Variant
+        from gapfuzz.core.ir import Variant
 
         from .align import Aligner
         from .grad_align import GradAligner
@@ -323,7 +323,7 @@ class Executor:
 
     def numpy_answer(self, variant_id: str, probe: Probe) -> list | None:
         """numpy's outputs on the probe, for a one-operator graph numpy has (``workers.consensus``)."""
-        from core.ir import Variant
+        from gapfuzz.core.ir import Variant
 
         from .consensus import numpy_outputs
 
@@ -333,7 +333,7 @@ class Executor:
 
     def raising_op(self, variant_id: str, probe: Probe) -> str | None:
         """The operator whose eager run raises on the probe (a check of its input), None when none does."""
-        from core.ir import Variant, target_name
+        from gapfuzz.core.ir import Variant, target_name
 
         from .interpret import raising_node
 
@@ -344,7 +344,7 @@ class Executor:
 
     def emulate(self, variant_id: str, probe: Probe, modes: tuple, device: str = "cpu") -> dict:
         """Eager's outputs on the probe under each of the explanation hypotheses ``modes`` (``workers.emulate``)."""
-        from core.ir import Variant
+        from gapfuzz.core.ir import Variant
 
         from .emulate import emulate
 
@@ -422,6 +422,6 @@ def serve(rfd: int, wfd: int) -> None:
 
 
 if __name__ == "__main__":
-    from workers.executor import serve as serve_imported  # requests name methods of the imported module's Executor
+    from gapfuzz.workers.executor import serve as serve_imported  # requests name the imported module's Executor
 
     serve_imported(int(sys.argv[1]), int(sys.argv[2]))

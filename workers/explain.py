@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.bugs import Explanation, Symptom, Verdict
+from gapfuzz.core.bugs import Explanation, Symptom, Verdict
 
 from .compare import Tolerances, compare
 

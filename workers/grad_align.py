@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from core.bugs import Verdict
+from gapfuzz.core.bugs import Verdict
 
 from .backends.eager import prepare_eager, prepare_eager_fp64
 from .compare import Tolerances, attribute, compare

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
-from core.failures import status_of_error
-from results.schema import RunRecord
+from gapfuzz.core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
+from gapfuzz.core.failures import status_of_error
+from gapfuzz.results.schema import RunRecord
 
 from .compare import Attribution, Tolerances, attribute, compare
 from .messages import JudgeSettings, RunRequest

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from results.schema import RunRecord
+from gapfuzz.results.schema import RunRecord
 
 from .compare import Tolerances
 from .probes import ProbeRun, ProbeSettings

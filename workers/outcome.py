@@ -3,8 +3,8 @@ with the worker's part filled in. The judge adds its comparison columns, the dri
 and the variant's."""
 from __future__ import annotations
 
-from core.failures import Failure
-from results.schema import RunRecord
+from gapfuzz.core.failures import Failure
+from gapfuzz.results.schema import RunRecord
 
 from .probes import EXAMPLE, Probe
 

@@ -37,7 +37,7 @@ class _Pickler(pickle.Pickler):
         if (torch is None or type(obj) is not torch.Tensor or obj.layout != torch.strided or obj.is_quantized
                 or obj.device.type != "cpu" or obj.requires_grad or obj.is_conj() or obj.is_neg()):
             return NotImplemented
-        from core.ir import tensor_from_wire, tensor_to_wire
+        from gapfuzz.core.ir import tensor_from_wire, tensor_to_wire
 
         return tensor_from_wire, (tensor_to_wire(obj), False)
 

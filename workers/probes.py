@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from core.bugs import EXAMPLE_PROBE, OVERFLOW_EDGES, Status
-from core.seeding import stable_int
+from gapfuzz.core.bugs import EXAMPLE_PROBE, OVERFLOW_EDGES, Status
+from gapfuzz.core.seeding import stable_int
 
 aten = torch.ops.aten
 EXAMPLE = EXAMPLE_PROBE
@@ -509,8 +509,8 @@ def _stretched(t: torch.Tensor, dim: int, length: int, role: str, g: torch.Gener
 
 def run_probes(call, inputs: tuple, input_roles: list[str], probes: list[Probe]) -> list[ProbeRun]:
     """Each probe through ``call(inputs) -> host outputs`` (the prepared backend); what one raises is its result."""
-    from core.failures import describe, status_of_error
-    from core.ir import checksum
+    from gapfuzz.core.failures import describe, status_of_error
+    from gapfuzz.core.ir import checksum
 
     runs = []
     for probe in probes:

@@ -10,8 +10,8 @@ import logging
 import random
 from dataclasses import asdict, dataclass, field, replace
 
-from core.covering import DRAW, PAIRS, option_set
-from core.registry import PluginError, Registry, import_module
+from gapfuzz.core.covering import DRAW, PAIRS, option_set
+from gapfuzz.core.registry import PluginError, Registry, import_module
 
 from .backend import DEVICES, Backend, adapt
 
@@ -23,8 +23,9 @@ class BackendError(LookupError):
 
 
 BACKENDS: Registry[Backend] = Registry(
-    "backend stack", "workers.backends", ("eager", "inductor", "aot_inductor", "onnxruntime", "openvino", "tensorrt"),
-    "gapfuzz.backends", BackendError, adapt=adapt)
+    "backend stack", "gapfuzz.workers.backends",
+    ("eager", "inductor", "aot_inductor", "onnxruntime", "openvino", "tensorrt"), "gapfuzz.backends", BackendError,
+    adapt=adapt)
 register_backend = BACKENDS.register
 
 

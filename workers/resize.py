@@ -15,7 +15,7 @@ import math
 import torch
 import torch.fx as fx
 
-from core.seeding import stable_int
+from gapfuzz.core.seeding import stable_int
 
 from .probes import (
     _ROUNDS,

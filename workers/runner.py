@@ -13,10 +13,10 @@ import platform
 import socket
 import time
 
-from core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
-from core.failures import Failure
-from core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
-from results.schema import RunRecord
+from gapfuzz.core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
+from gapfuzz.core.failures import Failure
+from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
+from gapfuzz.results.schema import RunRecord
 
 from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
 from .attribution import attribute_findings

@@ -1,7 +1,7 @@
 """A warm executor process, watched for crashes, hangs and memory, replaced after each fault.
 
 Fork-based isolation breaks with CUDA; this starts a fresh interpreter
-(``python -m workers.executor``) and talks to it over two pipes, so the same code
+(``python -m gapfuzz.workers.executor``) and talks to it over two pipes, so the same code
 isolates CPU and accelerator stacks alike, inside a Ray actor or alone. Messages are
 pickles with out-of-band buffers (``workers.pipe``), tensors by value: torch's shared-memory
 reductions would tie the reply's lifetime to a process that may be about to be killed.
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from core.bugs import Status
+from gapfuzz.core.bugs import Status
 
 from . import pipe
 
@@ -81,7 +81,7 @@ class Sandbox:
         env = {**os.environ, "GAPFUZZ_THREADS": str(self.threads), "OMP_NUM_THREADS": str(self.threads),
                "TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONUNBUFFERED": "1", **self.env}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.executor", str(p2c_r), str(c2p_w)],
+            [sys.executable, "-m", "gapfuzz.workers.executor", str(p2c_r), str(c2p_w)],
             pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True)
         os.close(p2c_r)

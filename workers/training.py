@@ -19,7 +19,7 @@ import contextlib
 import torch
 import torch.fx as fx
 
-from core.bugs import GRAD_OUTPUT as GRAD  # the prefix of every gradient output's name
+from gapfuzz.core.bugs import GRAD_OUTPUT as GRAD  # the prefix of every gradient output's name
 
 LOSS = "loss"
 PROJECTION_SEED = 20261201

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from core.registry import Registry
+from gapfuzz.core.registry import Registry
 
 from .base import Mutator, MutatorError, Rejected
 

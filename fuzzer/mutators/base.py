@@ -12,7 +12,7 @@ import random
 import torch
 import torch.fx as fx
 
-from core.ir import Variant
+from gapfuzz.core.ir import Variant
 
 aten = torch.ops.aten
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.bugs import FAILED, Status, Symptom
-from core.ir import Variant
-from workers.registry import BackendSpec
+from gapfuzz.core.bugs import FAILED, Status, Symptom
+from gapfuzz.core.ir import Variant
+from gapfuzz.workers.registry import BackendSpec
 
 from .literals import SPECIAL_HELPER, generated, inlinable, torch_literal
 

@@ -7,9 +7,9 @@ import warnings
 
 import torch
 
-from workers.backends.host_arrays import placeholder_names, to_numpy
-from workers.backends.onnxruntime import _LEVELS, feed_order
-from workers.backends.openvino import compile_config
+from gapfuzz.workers.backends.host_arrays import placeholder_names, to_numpy
+from gapfuzz.workers.backends.onnxruntime import _LEVELS, feed_order
+from gapfuzz.workers.backends.openvino import compile_config
 
 from .literals import inlinable, needs_nan_names, numpy_literal
 from .onnx_code import helper_source

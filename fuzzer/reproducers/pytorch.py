@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from core.bugs import Mode
+from gapfuzz.core.bugs import Mode
 
 from .case import Case, Script, _args_block, _doc, _is_failure, _raises, compares, dropped_check, index_only
 from .literals import needs_nan_names

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.ir import Variant
+from gapfuzz.core.ir import Variant
 
 log = logging.getLogger("gapfuzz.fuzzer")
 

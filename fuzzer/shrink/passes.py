@@ -13,8 +13,8 @@ import inspect
 import torch
 import torch.fx as fx
 
-from workers.interpret import node_values, prefix_graph
-from core.ir import Variant, clone_exact
+from gapfuzz.workers.interpret import node_values, prefix_graph
+from gapfuzz.core.ir import Variant, clone_exact
 
 from .core import Shrinker
 

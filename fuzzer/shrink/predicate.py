@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.bugs import BugKey, Kind, Status, Symptom, bug_key
-from core.ir import Variant
-from workers.messages import JudgeSettings, RunRequest
-from workers.registry import BackendSpec
-from workers.runner import run_variant
-from workers.sandbox import Sandbox
-from workers.training import output_names
+from gapfuzz.core.bugs import BugKey, Kind, Status, Symptom, bug_key
+from gapfuzz.core.ir import Variant
+from gapfuzz.workers.messages import JudgeSettings, RunRequest
+from gapfuzz.workers.registry import BackendSpec
+from gapfuzz.workers.runner import run_variant
+from gapfuzz.workers.sandbox import Sandbox
+from gapfuzz.workers.training import output_names
 
 
 class SameBug:

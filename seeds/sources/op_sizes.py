@@ -29,7 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from core.seeding import stable_int
+from gapfuzz.core.seeding import stable_int
 
 from ..sizes import SizeError
 from .op_samples import flatten_sample, sample_tensors

@@ -41,8 +41,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from core.files import write_whole
-from core.seeding import stable_int
+from gapfuzz.core.files import write_whole
+from gapfuzz.core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
 from ..sizes import SizedId

@@ -16,7 +16,7 @@ import inspect
 
 import torch
 
-from core.seeding import seeded_generator, stable_int
+from gapfuzz.core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
 from ..sizes import SizedId, SizeError

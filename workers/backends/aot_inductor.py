@@ -6,7 +6,7 @@ import tempfile
 
 import torch
 
-from core.bugs import Stage
+from gapfuzz.core.bugs import Stage
 
 from ..backend import Backend, stage
 from ..registry import register_backend

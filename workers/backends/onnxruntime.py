@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from core.bugs import Stage
+from gapfuzz.core.bugs import Stage
 
 from ..backend import Backend, device_unavailable_reason, stage
 from ..registry import register_backend

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from core.bugs import Stage
+from gapfuzz.core.bugs import Stage
 
 from ..backend import Backend, stage
 from ..registry import register_backend
