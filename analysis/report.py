@@ -1,7 +1,9 @@
 """One self-contained HTML report of a run: tables and plots, nothing fetched from anywhere.
 
 Plots are matplotlib (Agg) PNGs inlined as base64, the CSS is inline, so the file can be
-mailed or attached to a bug report and opens offline. Every section has exactly one plot;
+mailed or attached to a bug report and opens offline. The page is written by Jinja2 templates
+(``templates/``) with autoescaping on: every text from a run is escaped where it lands, and this
+module gives them data, not markup. Every section has exactly one plot;
 a section without data shows a plot that says so, so a missing plot is always a defect. Above
 the sections, the campaign's settings and the stack versions its records report (tables only).
 The tables are built in ``analysis.report_tables`` from what triage reads: a backend's vendor
@@ -12,9 +14,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import html
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -25,23 +27,36 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import matplotlib.patches  # noqa: E402
+from jinja2 import Environment, PackageLoader, StrictUndefined  # noqa: E402
 
 from gapfuzz.core.bugs import Status, Verdict  # noqa: E402
 
 from . import report_tables as tables  # noqa: E402
 from .api import Run  # noqa: E402
 from .clusters import LEVEL  # noqa: E402
-from .report_tables import html_table as _table  # noqa: E402
 from .triage import culprit_text, describe  # noqa: E402
 
 MAX_OPS = 60
 MAX_CLUSTERS = 100
-CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px;
-text-align:left;vertical-align:top;max-width:32em;overflow-wrap:break-word}th{background:#f3f3f3;white-space:nowrap}
-img{max-width:100%;height:auto;display:block}.scroll{overflow-x:auto}td:first-child{white-space:nowrap}
-.meta{color:#666}.note{color:#666;font-size:12px}code{font-size:12px}td code{white-space:nowrap}"""
+PAGES = Environment(loader=PackageLoader("gapfuzz.analysis", "templates"), autoescape=True, trim_blocks=True,
+                    lstrip_blocks=True, undefined=StrictUndefined)
+
+
+@dataclass(frozen=True)
+class Plot:
+    alt: str
+    png: str  # base64
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a section shows under its plot: a table, and the arguments of its note in
+    templates/notes.html.j2 (None: the section has no note here)."""
+
+    plot: Plot
+    table: pd.DataFrame | None
+    note: dict | None = None
+    empty: str = "nothing to show"  # what stands for a table without rows
 
 
 def _png(fig) -> str:
@@ -51,7 +66,7 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _figure(title: str, draw, has_data: bool, size=(8, 3.5)) -> str:
+def _figure(title: str, draw, has_data: bool, size=(8, 3.5)) -> Plot:
     fig, ax = plt.subplots(figsize=size)
     if has_data:
         draw(fig, ax)
@@ -60,8 +75,7 @@ def _figure(title: str, draw, has_data: bool, size=(8, 3.5)) -> str:
         ax.text(0.5, 0.5, f"no data for this plot in this run\n({title})", ha="center", va="center", fontsize=12,
                 color="#666", transform=ax.transAxes)
     ax.set_title(title)
-    alt = html.escape(title if has_data else f"{title}: no data")
-    return f'<img class="plot" alt="{alt}" src="data:image/png;base64,{_png(fig)}">'
+    return Plot(title if has_data else f"{title}: no data", _png(fig))
 
 
 STATUS_COLORS = {Status.OK: "#4dac26", Status.MISMATCH: "#f1a340", Status.ERROR: "#d7191c",
@@ -70,7 +84,7 @@ STATUS_COLORS = {Status.OK: "#4dac26", Status.MISMATCH: "#f1a340", Status.ERROR:
 SEVERITY_COLORS = {6: "#67001f", 5: "#b2182b", 4: "#d6604d", 3: "#f4a582", 2: "#4393c3", 1: "#bbbbbb", 0: "#dddddd"}
 
 
-def _status(run: Run, out_dir=None) -> tuple[str, str]:
+def _status(run: Run, out_dir=None) -> Shown:
     t = run.status_summary().rename_axis(columns=None)
     parts = t.drop(columns="total", errors="ignore")
 
@@ -78,10 +92,10 @@ def _status(run: Run, out_dir=None) -> tuple[str, str]:
         parts.plot.barh(stacked=True, ax=ax, color=[STATUS_COLORS.get(c, "#444444") for c in parts.columns])
         ax.set_xlabel("runs")
         ax.legend(fontsize=8, loc="lower right")
-    return _figure("runs per backend and status", draw, not parts.empty), _table(t.reset_index())
+    return Shown(_figure("runs per backend and status", draw, not parts.empty), t.reset_index())
 
 
-def _support(run: Run, out_dir=None) -> tuple[str, str]:
+def _support(run: Run, out_dir=None) -> Shown:
     m = run.support_matrix()
     shown = m.assign(_min=m.min(axis=1)).sort_values(["_min"]).drop(columns="_min").head(MAX_OPS).sort_index() \
         if not m.empty else m
@@ -94,14 +108,11 @@ def _support(run: Run, out_dir=None) -> tuple[str, str]:
         ax.set_xticks(range(shown.shape[1]), shown.columns, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(shown)), shown.index, fontsize=7)
         fig.colorbar(im, ax=ax, label="share of attempts that completed", shrink=0.6)
-    note = f'<p class="note">The {len(shown)} least supported of {len(m)} operators, alphabetically; grey: ' \
-           f"never tried on that backend. Table: seeds that work per backend (definitions in " \
-           f"analysis/portability.py).</p>" \
-        if len(m) else ""
-    return _figure("operator support per backend", draw, not m.empty), note + _table(run.portability())
+    note = {"shown": len(shown), "total": len(m)} if len(m) else None
+    return Shown(_figure("operator support per backend", draw, not m.empty), run.portability(), note)
 
 
-def _divergence(run: Run, out_dir=None) -> tuple[str, str]:
+def _divergence(run: Run, out_dir=None) -> Shown:
     d = tables.divergence(run)
     shown = d[d["completed"] > 0]
 
@@ -115,17 +126,11 @@ def _divergence(run: Run, out_dir=None) -> tuple[str, str]:
         ax.set_xticks(x, shown["backend"], rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("share of completed runs")
         ax.legend(fontsize=8)
-    note = ('<p class="note">Runs per target by what <code>gapfuzz triage</code> makes of them: <b>vendor '
-            "divergent</b> and <b>vendor failures</b> are the runs of its vendor clusters (the stack's own "
-            "findings); <b>explained</b>: behaviours an explanation accounts for (a precision default, another "
-            f"option set); <b>benign</b>: reduction order, ill-conditioning, amplified rounding; <b>pytorch</b>: "
-            f"{html.escape(str(Verdict.REFERENCE_SUSPECT))} clusters, filed against PyTorch; <b>other</b>: the "
-            "rest of the clustered runs (the reference's own divergences, say). vendor_rate = vendor divergent / "
-            "completed.</p>")
-    return _figure("divergence rate per backend", draw, not shown.empty), note + _table(d)
+    return Shown(_figure("divergence rate per backend", draw, not shown.empty), d,
+                 {"reference_suspect": str(Verdict.REFERENCE_SUSPECT)})
 
 
-def _tolerance(run: Run, out_dir=None) -> tuple[str, str]:
+def _tolerance(run: Run, out_dir=None) -> Shown:
     t = run.tolerance_curve()
 
     def draw(fig, ax):
@@ -138,10 +143,10 @@ def _tolerance(run: Run, out_dir=None) -> tuple[str, str]:
     table = t.pivot(index="backend", columns="tolerance", values="pass_rate").reset_index() if len(t) else t
     if len(t):
         table.columns = [c if isinstance(c, str) else f"{c:.0e}" for c in table.columns]
-    return _figure("pass rate against tolerance", draw, not t.empty), _table(table.iloc[:, ::2] if len(t) else t)
+    return Shown(_figure("pass rate against tolerance", draw, not t.empty), table.iloc[:, ::2] if len(t) else t)
 
 
-def _slowdown(run: Run, out_dir=None) -> tuple[str, str]:
+def _slowdown(run: Run, out_dir=None) -> Shown:
     s, summary, left_out = tables.slowdowns(run)
 
     def draw(fig, ax):
@@ -151,14 +156,11 @@ def _slowdown(run: Run, out_dir=None) -> tuple[str, str]:
         ax.set_yscale("log")
         ax.axhline(1, color="#888", lw=0.8)
         ax.set_ylabel(f"latency / {run.reference}")
-    oracle = f"the oracle ({html.escape(run.oracle)}) and " if run.oracle else ""
-    note = (f'<p class="note">The example inputs only, each variant against {html.escape(run.reference)} on the same '
-            f"variant; left out: {oracle}{left_out} timed runs of other input sets (a probe run is timed once, and a "
-            "layout probe on a stack that compiles again for new strides times that compile).</p>")
-    return _figure(f"slowdown against {run.reference}", draw, not s.empty), note + _table(summary)
+    return Shown(_figure(f"slowdown against {run.reference}", draw, not s.empty), summary,
+                 {"reference": run.reference, "oracle": run.oracle, "left_out": left_out})
 
 
-def _clusters(run: Run, out_dir=None) -> tuple[str, str]:
+def _clusters(run: Run, out_dir=None) -> Shown:
     c = run.clusters()
     top = c.head(20).iloc[::-1]
 
@@ -187,12 +189,11 @@ def _clusters(run: Run, out_dir=None) -> tuple[str, str]:
         "families": shown["families"].map(lambda v: ", ".join(v[:5])),
         "mutations": shown["mutations"].map(lambda v: ", ".join(v[:5])), "representative": shown["representative"],
     }) if len(c) else c
-    note = ('<p class="note">reproducer: what <code>gapfuzz repro RUN_DIR CLUSTER</code> wrote for a cluster; why: '
-            "its key's parts and what its runs differ in.</p>") if len(c) else ""
-    return _figure("largest clusters (top 20)", draw, not c.empty), note + _table(rows, "no failures or divergences")
+    return Shown(_figure("largest clusters (top 20)", draw, not c.empty), rows, {} if len(c) else None,
+                 "no failures or divergences")
 
 
-def _coverage(run: Run, out_dir=None) -> tuple[str, str]:
+def _coverage(run: Run, out_dir=None) -> Shown:
     """Pass coverage: the Inductor passes each compiler target ran and the pattern-matcher patterns it
     fired, by how many variants did (the rare ones are what coverage guidance rewards)."""
     cols = ["variant_id", "backend", "compiler_passes", "compiler_patterns"]
@@ -213,8 +214,8 @@ def _coverage(run: Run, out_dir=None) -> tuple[str, str]:
         ax.tick_params(axis="y", labelsize=7)
         ax.set_xlabel("variants that fired it")
         fig.set_size_inches(8, 1 + 0.25 * len(patterns))
-    return (_figure("pattern-matcher patterns fired (top 25)", draw, not patterns.empty),
-            _table(t[["kind", "backend", "name", "variants"]], "no Inductor compile recorded its passes"))
+    return Shown(_figure("pattern-matcher patterns fired (top 25)", draw, not patterns.empty),
+                 t[["kind", "backend", "name", "variants"]], empty="no Inductor compile recorded its passes")
 
 
 SECTIONS = [("status", "Status summary", _status), ("support", "Operator and seed support", _support),
@@ -223,27 +224,20 @@ SECTIONS = [("status", "Status summary", _status), ("support", "Operator and see
             ("coverage", "Compiler pass coverage", _coverage)]
 
 
-def _campaign(run: Run) -> str:
-    """The campaign's settings and the stacks it ran, with their versions: no plot, so no section."""
-    settings, backends = tables.settings(run)
-    return (f'<div id="campaign"><h2>Campaign and stacks</h2>{_table(settings)}'
-            f'{_table(backends, "no backend recorded")}</div>')
-
-
 def render(run: Run, out_dir: str | Path | None = None) -> str:
     """The report as one HTML string; ``out_dir``: the folder it will be written to (the run folder when
-    not given), which links to reproducers are relative to."""
+    not given), which links to reproducers are relative to. Above the sections, the campaign's settings
+    and the stacks it ran, with their versions (tables only: no plot, so no section)."""
     out_dir = Path(out_dir) if out_dir is not None else run.path
-    body = [_campaign(run)]
+    sections = []
     for key, title, build in SECTIONS:
-        plot, table = build(run, out_dir)
-        body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2><figure>{plot}</figure>{table}</section>')
-    meta = (f"{len(run)} records &middot; reference {html.escape(run.reference)} &middot; oracle "
-            f"{html.escape(run.oracle or 'none')} &middot; {html.escape(str(run.folder))} &middot; generated "
-            f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gapfuzz report: '
-            f"{html.escape(run.name)}</title><style>{CSS}</style></head><body><h1>gapfuzz report: "
-            f'{html.escape(run.name)}</h1><p class="meta">{meta}</p>{"".join(body)}</body></html>')
+        shown = build(run, out_dir)
+        sections.append({"key": key, "title": title, "plot": shown.plot, "table": tables.cells(shown.table),
+                         "note": shown.note, "empty": shown.empty})
+    settings, backends = tables.settings(run)
+    return PAGES.get_template("report.html.j2").render(
+        run=run, records=len(run), generated=f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}",
+        settings=tables.cells(settings), backends=tables.cells(backends), sections=sections)
 
 
 def write_report(run: Run, out: str | Path | None = None) -> Path:

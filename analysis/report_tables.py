@@ -1,24 +1,27 @@
-"""The report's tables: what each section shows, as DataFrames, and one escaping HTML table writer.
+"""The report's tables: what each section shows, as DataFrames, and their cells as the page's
+template (templates/parts.html.j2) writes them.
 
 Every figure here is read from what triage reads (``Run.clusters``, the run's manifest, its records)
 so that the report and ``gapfuzz triage`` cannot disagree: a backend's vendor runs are the runs of
 the clusters triage flags ``vendor``, and a run triage explains is counted as explained, not as a
-finding. Cell text is escaped; only ``Raw`` cells (links and commands built here from escaped
-parts) go into the page as they are.
+finding. The template escapes every cell; only ``Raw`` cells (links and commands built here with
+``Raw.format``, which escapes what it is given) go into the page as they are.
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
-from gapfuzz.core.bugs import EXAMPLE_PROBE, Kind, Mode, Verdict
+from gapfuzz.core.bugs import EXAMPLE_PROBE, Kind, Verdict
+from gapfuzz.core.modes import DEFAULT_MODE
 
 from . import option_cover as _cover
 from . import portability as _port
@@ -33,30 +36,36 @@ TIMING_COLUMNS = ["variant_id", "seed_id", "seed_source", "family", "backend", "
                   "probe", "mode"]
 
 
-class Raw(str):
-    """A cell that is HTML already (built here from escaped parts)."""
+class Raw(Markup):
+    """A cell that is HTML already: built with ``Raw(...).format(...)``, which escapes its arguments."""
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A table as the template writes it: header texts and rows of cell texts (or ``Raw``)."""
+
+    columns: list[str]
+    rows: list[list[str]]
 
 
 def _cell(v) -> str:
-    if isinstance(v, Raw):
-        return str(v)
+    if isinstance(v, Markup):
+        return v
     if v is None or v is pd.NA or v is pd.NaT:
         return ""
     if isinstance(v, (float, np.floating)):
         return "" if v != v else f"{v:.3g}"
     if isinstance(v, (list, tuple, np.ndarray)):
         v = ", ".join(map(str, v))
-    return html.escape(str(v))
+    return str(v)
 
 
-def html_table(df: pd.DataFrame | None, empty: str = "nothing to show") -> str:
-    """A DataFrame as an HTML table (no index), every cell escaped but ``Raw`` ones."""
+def cells(df: pd.DataFrame | None) -> Cells:
+    """A DataFrame's cells (no index) as text; an empty or missing frame has no rows."""
     if df is None or df.empty:
-        return f'<p class="note">{html.escape(empty)}</p>'
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
-                   for row in df.itertuples(index=False, name=None))
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        return Cells([], [])
+    return Cells([str(c) for c in df.columns],
+                 [[_cell(v) for v in row] for row in df.itertuples(index=False, name=None)])
 
 
 # -- what triage makes of each run
@@ -121,7 +130,7 @@ def slowdowns(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     example = (df["probe"].isna() | (df["probe"] == EXAMPLE_PROBE)).to_numpy()
     left_out = int((~example & (df["backend"] != run.oracle).to_numpy() & df["latency_ms"].notna().to_numpy()).sum())
     df = df[example & (df["backend"] != run.oracle).to_numpy()]
-    mode = df["mode"].astype(object).where(df["mode"].notna(), str(Mode.INFERENCE))
+    mode = df["mode"].astype(object).where(df["mode"].notna(), DEFAULT_MODE)
     parts, summaries = [], []
     for m, g in df.groupby(mode, sort=True):
         parts.append(_port.slowdowns(g, run.reference).assign(mode=m))
@@ -238,8 +247,7 @@ def reproducer_links(run: Run, cluster, out_dir: Path | None) -> Raw:
         folder = Path(run.path) / "repros" / cid
         found = [f for f in REPRO_FILES if (folder / f).is_file()]
         if found:
-            return Raw(" ".join(f'<a href="{html.escape(_href(folder / f, out_dir))}">{html.escape(f)}</a>'
-                                for f in found))
+            return Raw(" ").join(Raw('<a href="{}">{}</a>').format(_href(folder / f, out_dir), f) for f in found)
     return Raw("")
 
 
@@ -255,5 +263,5 @@ def _href(target: Path, out_dir: Path | None) -> str:
 
 
 def why_command(run: Run, cluster_id: str) -> Raw:
-    return Raw(f"<code>{html.escape(f'gapfuzz triage {shlex.quote(str(run.folder))} --why {shlex.quote(cluster_id)}')}"
-               "</code>")
+    command = f"gapfuzz triage {shlex.quote(str(run.folder))} --why {shlex.quote(cluster_id)}"
+    return Raw("<code>{}</code>").format(command)

@@ -1,9 +1,12 @@
 """Summaries of a seed catalog: export coverage per source and the top failure causes."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from gapfuzz.core.bugs import Stage, Status
+from gapfuzz.core.ids import SeedId
 
 from gapfuzz.core.templates import template
 from .table import format_table, markdown_table
@@ -12,7 +15,7 @@ STAGES = ["built", "within cap", "captured", "ran"]
 
 
 def _sources(df: pd.DataFrame) -> pd.Series:
-    return df["source"].where(df["source"] != "", df["seed_id"].str.split("/").str[0])
+    return df["source"].where(df["source"] != "", df["seed_id"].map(lambda s: SeedId.parse(s).source))
 
 
 def coverage(df: pd.DataFrame, listed: dict[str, int] | None = None, by: str = "source") -> pd.DataFrame:
@@ -48,11 +51,17 @@ def top_failures(df: pd.DataFrame, n: int = 8) -> pd.DataFrame:
     bad = df[~df["status"].isin([Status.OK, Status.SKIPPED])].copy()
     if bad.empty:
         return pd.DataFrame(columns=["source", "stage", "error_type", "cause", "seeds", "example"])
+    bad["source"] = _sources(bad)  # a row made from a worker's fault (oom) knows its seed id alone
     bad["cause"] = bad["message"].map(lambda m: template(m)[:120])
-    bad["error_type"] = bad["error_type"].fillna("-").map(lambda t: t.rsplit(".", 1)[-1])
+    bad["error_type"] = bad["error_type"].fillna("-").map(_short_type)
     g = bad.groupby(["source", "stage", "error_type", "cause"]).agg(seeds=("seed_id", "size"),
                                                                      example=("seed_id", "first")).reset_index()
     return g.sort_values("seeds", ascending=False).groupby("source").head(n).reset_index(drop=True)
+
+
+def _short_type(error_type: str) -> str:
+    """An exception's class name without its module; a limit (``limit:memory 5.0GiB``) as it is."""
+    return error_type.rsplit(".", 1)[-1] if re.fullmatch(r"[\w.]+", error_type) else error_type
 
 
 def render_scan_summary(df: pd.DataFrame) -> str:
