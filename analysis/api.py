@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Status, Verdict
 from gapfuzz.core.strict_yaml import YamlError, load
+from gapfuzz.core.ids import BackendName
 from gapfuzz.results.catalog import Catalog
 from gapfuzz.results.folder import Folder
 from gapfuzz.results.manifest import RunManifest
@@ -264,8 +265,8 @@ def _entry_name(backends: dict, role: str, default: str) -> str | None:
     if isinstance(entry, str):
         return entry
     if isinstance(entry, dict) and (entry.get("label") or entry.get("backend")):
-        stack, _, device = str(entry.get("backend") or "").partition("@")
-        return f"{entry.get('label') or stack}@{entry.get('device') or device or 'cpu'}"
+        name = BackendName.loose(entry.get("backend") or "")
+        return str(BackendName(entry.get("label") or name.stack, entry.get("device") or name.device or "cpu"))
     return None
 
 

@@ -27,9 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gapfuzz.core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS,
-                       GRAD_OUTPUT, GRADIENT_SYMPTOMS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Mode, Status, Symptom,
+                       GRAD_OUTPUT, GRADIENT_SYMPTOMS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Status, Symptom,
                        Verdict, bug_keys, error_band, kernel_op)
 from gapfuzz.core.failures import UNUSABLE
+from gapfuzz.core.modes import DEFAULT_MODE, MODE_NAMES
 
 from .causes import derive
 from .impact import impact
@@ -198,9 +199,8 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["inherited"] = pd.Series(inherited.to_numpy()).groupby(cid.to_numpy()).sum()
     out["backends"] = _lists(cid, rows["backend"])
     out["probes"] = _lists(cid, _col(rows, "probe").fillna(EXAMPLE_PROBE))  # the input sets it showed on
-    modes = [str(m) for m in Mode]
-    out["modes"] = _lists(cid, _col(rows, "mode").fillna(str(Mode.INFERENCE))).map(
-        lambda v: sorted(v, key=lambda m: modes.index(m) if m in modes else len(modes)))  # inference first
+    out["modes"] = _lists(cid, _col(rows, "mode").fillna(DEFAULT_MODE)).map(  # in the order runs take them
+        lambda v: sorted(v, key=lambda m: MODE_NAMES.index(m) if m in MODE_NAMES else len(MODE_NAMES)))
     out["grad_ops"] = _mutations(df, cid, "grad_ops")[0]
     worst = _col(rows, "worst_output").astype(object)
     out["grad_at"] = _lists(cid, worst.where(worst.astype(str).str.startswith(GRAD_OUTPUT)))  # its wrong gradients

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gapfuzz.core.bugs import MISSING, Status
+from gapfuzz.core.ids import SeedId
 
 
 def op_base(op: str) -> str:
@@ -27,7 +28,7 @@ def models_by_op(catalog: pd.DataFrame) -> dict[str, set]:
         return {}
     models = catalog[(catalog["source"] != "ops") & (catalog["status"] == Status.OK)]
     out: dict[str, set] = {}
-    for seed, ops in zip(models["seed_id"].astype(str).str.split("@").str[0], models["ops"]):
+    for seed, ops in zip(models["seed_id"].map(lambda s: SeedId.parse(s).base), models["ops"]):
         for op in set(map(op_base, list(ops) if isinstance(ops, (list, tuple, np.ndarray)) else [])):
             out.setdefault(op, set()).add(seed)
     return out
@@ -60,4 +61,4 @@ def catalog_models(catalog: pd.DataFrame | None) -> int:
     if catalog is None or catalog.empty:
         return 0
     models = catalog[(catalog["source"] != "ops") & (catalog["status"] == Status.OK)]
-    return int(models["seed_id"].astype(str).str.split("@").str[0].nunique())
+    return int(models["seed_id"].map(lambda s: SeedId.parse(s).base).nunique())

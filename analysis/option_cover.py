@@ -13,7 +13,7 @@ from itertools import combinations, product
 
 import pandas as pd
 
-from gapfuzz.core.bugs import Mode
+from gapfuzz.core.modes import DEFAULT_MODE
 
 COLUMNS = ["backend", "seed_id", "mode", "backend_options", "backend_version"]
 
@@ -63,7 +63,7 @@ def _ran(df: pd.DataFrame, spaces: dict) -> pd.DataFrame:
     """The records of targets with a space that a worker ran (they hold the stack's version)."""
     ran = df["backend"].isin(list(spaces)) & df["backend_version"].fillna("").astype(bool)
     out = df.loc[ran, ["backend", "seed_id", "mode", "backend_options"]].copy()
-    out["mode"] = out["mode"].astype(object).where(out["mode"].notna(), str(Mode.INFERENCE))
+    out["mode"] = out["mode"].astype(object).where(out["mode"].notna(), DEFAULT_MODE)
     return out.drop_duplicates()
 
 

@@ -4,9 +4,13 @@ Works on pandas DataFrames of records, so it needs no torch.
 """
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import pandas as pd
 
-from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Mode, Stage, Symptom
+from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage, Symptom
+from gapfuzz.core.modes import modes_label
+from gapfuzz.core.ids import CulpritName, SeedId
 
 from .table import format_table
 
@@ -37,7 +41,7 @@ def render_summary(df: pd.DataFrame) -> str:
 
 def seed_dtype(seed_id: str) -> str:
     """An operator seed's dtype (``ops/<op>/<dtype>/<k>``); "model" for a model seed."""
-    parts = str(seed_id).split("@")[0].split("/")
+    parts = SeedId.parse(seed_id).base.split("/")
     return parts[2] if parts[0] == "ops" and len(parts) == 4 else "model"
 
 
@@ -103,7 +107,7 @@ def describe(row) -> str:
     dtype = row.output_dtype if _given(row.output_dtype) and row.output_dtype != "-" else \
         _items(getattr(row, "output_dtypes", None) or ["-"])
     modes = list(getattr(row, "modes", None) if getattr(row, "modes", None) is not None else [])
-    mode = f"{'+'.join(modes)}: " if Mode.TRAINING in modes else ""
+    mode = modes_label(modes)
     grads = getattr(row, "grad_at", None)
     seen = f"; gradients: {_items(grads)}" if grads is not None and len(grads) else ""  # the wrong gradients
     if seen and not str(row.symptom).startswith("grad") and grad_ops is not None and len(grad_ops):
@@ -122,8 +126,7 @@ def culprit_text(row) -> str:
     culprit, layer = getattr(row, "culprit", None), getattr(row, "culprit_layer", None)
     if not _given(culprit):
         return f"{layer} (bisected, no pass named)" if _given(layer) else ""
-    backend, _, rest = str(culprit).partition(":")
-    subsystem, _, name = rest.partition(":")
+    backend, subsystem, name = astuple(CulpritName.parse(culprit))
     if backend.startswith("aot_eager") or backend == "eager":
         whose = {"eager": "Dynamo", "aot_eager": "AOTAutograd"}.get(backend, "a decomposition or the partitioner")
         return f"{subsystem}{': ' + name if name else ''} ({backend}: {whose}, before Inductor)"
@@ -133,7 +136,7 @@ def culprit_text(row) -> str:
 def _caused(row) -> str:
     """The pass first, where one was named: it is what tells two compiler clusters apart."""
     culprit = getattr(row, "culprit", None)
-    return f"[{str(culprit).split(':')[-1]}] " if _given(culprit) else ""
+    return f"[{CulpritName.parse(culprit).last}] " if _given(culprit) else ""
 
 
 def _where(row) -> str:

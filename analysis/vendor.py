@@ -14,10 +14,11 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 from gapfuzz.core.bugs import MISSING, VENDOR_STAGES, Kind, ReproStatus, Stage, Status, Symptom, Verdict
+from gapfuzz.core.ids import BackendName
 
 from .clusters import UNUSABLE_HERE
 from .triage import describe
@@ -124,19 +125,19 @@ def _labels(run) -> dict[str, tuple[str, str]]:
         df = run.records(["backend", "stack", "device"]).drop_duplicates()
     except Exception:  # noqa: BLE001 - an older folder: the labels alone
         return {}
-    return {str(b): (str(s) if _given(s) else str(b).partition("@")[0],
-                     str(d) if _given(d) else str(b).partition("@")[2])
+    return {str(b): (str(s) if _given(s) else BackendName.loose(b).stack,
+                     str(d) if _given(d) else BackendName.loose(b).device)
             for b, s, d in zip(df["backend"], df["stack"], df["device"])}
 
 
 def _selected(run, stack: str) -> list:
     """The stack's vendor clusters and the ones triage explains, PyTorch's own (reference-suspect) and a stack's
     crashes on a host it cannot run on (``unusable here``) left out."""
-    want, _, device = stack.partition("@")
+    want, device = BackendName.loose(stack).stack, BackendName.loose(stack).device
     labels = _labels(run)
     rows = []
     for row in run.clusters(benign=True).itertuples(index=False):
-        found = [(str(b).partition("@")[0], *labels.get(str(b), str(b).partition("@")[::2]))
+        found = [(BackendName.stack_of(b), *labels.get(str(b), astuple(BackendName.loose(b))))
                  for b in _list(row.backends)]
         if str(getattr(row, "verdict", "")) == Verdict.REFERENCE_SUSPECT or row.level == UNUSABLE_HERE or \
                 not any(want in (label, s) and (not device or d == device) for label, s, d in found):
@@ -281,7 +282,7 @@ def digest(run, stack: str, out_dir) -> list[Behaviour]:
     ``analysis.api.Run``) into ``out_dir``, with README.md and test_<stack>_gapfuzz.py; most runs first."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    run_dir, name_of = str(run.folder), re.sub(r"\W+", "_", stack.partition("@")[0]).strip("_") or "stack"
+    run_dir, name_of = str(run.folder), re.sub(r"\W+", "_", BackendName.stack_of(stack)).strip("_") or "stack"
     groups: dict[str, tuple[str, bool, list]] = {}
     for row in _selected(run, stack):
         slug, name, explained = _classify(row)

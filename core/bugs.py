@@ -121,13 +121,6 @@ class Symptom(StrEnum):
     STRICT = "strict"  # within tolerance, but bits differ where they are exact by contract (NaN sign, signed zero)
 
 
-class Mode(StrEnum):
-    """How a variant is run: forward only, or forward, a loss and backward (``workers.training``)."""
-
-    INFERENCE = "inference"
-    TRAINING = "training"
-
-
 GRADIENT_SYMPTOMS = (Symptom.GRAD_NONFINITE, Symptom.GRAD)
 GRAD_OUTPUT = "grad:"  # a training run's gradient outputs are named grad:<parameter>, grad:input:<name>
 

@@ -36,7 +36,7 @@ from functools import lru_cache
 from itertools import combinations, product
 from math import prod
 
-from gapfuzz.core.bugs import Mode
+from gapfuzz.core.modes import MODES, mode_of
 from gapfuzz.core.seeding import stable_int
 
 PAIRS, ALL, DRAW = "pairs", "all", "draw"
@@ -154,7 +154,7 @@ def row_index(rows: int, block: int, start: str, mode: str, index: int) -> int:
     campaign seed, stack and seed id) picks, one block further on for the next mode, each block's rows
     from a place ``start`` picks too (so a seed of one variant may get any row)."""
     blocks, h = max(1, rows // block), stable_int(start)
-    first, turn = h % blocks + list(Mode).index(Mode(mode)), (h // blocks) % block
+    first, turn = h % blocks + MODES.index(mode_of(mode)), (h // blocks) % block
     return ((first + index // block) % blocks) * block + (index + turn) % block
 
 

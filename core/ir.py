@@ -20,6 +20,8 @@ import xxhash
 import torch
 import torch.fx as fx
 
+from gapfuzz.core.modes import DEFAULT_MODE, mode_of
+
 PAYLOAD_VERSION = 1
 
 
@@ -262,7 +264,7 @@ class Variant:
     inputs: tuple
     output_names: tuple = ()
     _graph_json: str | None = field(default=None, repr=False)
-    mode: str = "inference"  # core.bugs.Mode: "training" runs forward, a loss and backward (workers.training)
+    mode: str = DEFAULT_MODE  # core.modes: its RunMode says what a run of it prepares (forward, or backward too)
 
     # -- structure
     @property
@@ -303,7 +305,7 @@ class Variant:
             "tensors": {k: {**tensor_to_wire(t), "param": k in params} for k, t in sorted(self.tensors().items())},
             "inputs": [tensor_to_wire(t) for t in self.inputs],
             "output_names": list(self.output_names),
-            **({"mode": str(self.mode)} if self.mode != "inference" else {}),
+            **mode_of(self.mode).entry(),
         }
 
     @classmethod
@@ -314,7 +316,7 @@ class Variant:
         tensors = {name: (tensor_from_wire(w, copy), bool(w.get("param"))) for name, w in payload["tensors"].items()}
         inputs = tuple(tensor_from_wire(w, copy) for w in payload["inputs"])
         v = cls.from_parts(payload["graph"], tensors, inputs, payload["output_names"])
-        v.mode = payload.get("mode", "inference")
+        v.mode = payload.get("mode", DEFAULT_MODE)
         return v
 
     @classmethod

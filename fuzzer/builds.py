@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gapfuzz.core.bugs import Mode, Stage
+from gapfuzz.core.bugs import Stage
 from gapfuzz.core.failures import Failure
+from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.seeds.spec import SeedInfo
 from gapfuzz.workers.messages import CallReply, PayloadReply
 
@@ -37,7 +38,7 @@ class BuildRequest:
     max_params: int | None
     guidance: Guidance | None = None
     use_cache: bool = True
-    mode: str = Mode.INFERENCE  # core.bugs.Mode of the variants to build
+    mode: str = DEFAULT_MODE  # core.modes name of the variants to build
     train_layers: bool = False  # training variants: dropout and batch norm as in training
 
 
@@ -56,7 +57,7 @@ class BuiltVariant:
     metamorphic_err: float | None = None
     metamorphic_ok: bool | None = None
     gen_s: float | None = None
-    mode: str = Mode.INFERENCE
+    mode: str = DEFAULT_MODE
     unmutated: bool = False  # meant to carry a mutation, and none applied: skipped, not run as its seed again
 
 

@@ -11,25 +11,27 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from gapfuzz.core.bugs import Mode
+from gapfuzz.core.modes import Mode, mode_of
 from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
 from gapfuzz.results.manifest import RunManifest
-from gapfuzz.workers.compare import DEFAULT_TOLERANCES, Tolerances
+from gapfuzz.workers.compare import DEFAULT_TOLERANCES
 from gapfuzz.workers.pool import PoolSettings
 from gapfuzz.workers.probes import KINDS, ProbeSettings
 from gapfuzz.workers.registry import BackendError, BackendSpec, parse_backend
 
-from .settings import (BackendSet, CaptureSettings, CompareSettings, RunSettings, SeedSelection, SizeSettings,
-                       VariantSettings)
+from gapfuzz.core.setting import build
+from gapfuzz.workers.messages import JudgeCompare, JudgeRun, JudgeSettings
+
+from .settings import BackendSet, CampaignFile, VariantSettings
 
 from .campaign_schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
 
@@ -188,25 +190,39 @@ def _option_cover(cover, space: dict, where: str) -> str | dict:
 
 @dataclass
 class Campaign:
-    """A validated campaign: every default filled in (``config``, as saved with the run) and every
-    section resolved once into typed settings."""
+    """A validated campaign: every default filled in (``config``, as saved with the run), its sections
+    built (``file``, ``fuzzer.settings.CampaignFile``) and the names in them resolved."""
 
     config: dict
     source: str
-    name: str = ""
-    seed: int = 0
-    output: str = "runs"
-    seeds: list[SeedSelection] = field(default_factory=list)
-    capture: CaptureSettings | None = None
-    variants: VariantSettings | None = None
-    backends: BackendSet | None = None
-    run: RunSettings | None = None
-    compare: CompareSettings | None = None
-    probes: ProbeSettings | None = None
-    sizes: SizeSettings | None = None
-    train_layers: bool = False  # training variants: dropout and batch norm as in training
-    address: str | None = None  # ray.address
-    num_cpus: int | None = None  # ray.num_cpus
+    file: CampaignFile
+    variants: VariantSettings  # the mutators resolved to names
+    backends: BackendSet
+    probes: ProbeSettings
+
+    # the sections and keys resolution leaves as written
+    name = property(lambda self: self.file.name)
+    seed = property(lambda self: self.file.seed)
+    output = property(lambda self: self.file.output)
+    train_layers = property(lambda self: self.file.train_layers)  # training variants: dropout and batch norm
+    seeds = property(lambda self: self.file.seeds)
+    capture = property(lambda self: self.file.capture)
+    sizes = property(lambda self: self.file.sizes)
+    run = property(lambda self: self.file.run)
+    compare = property(lambda self: self.file.compare)
+    address = property(lambda self: self.file.ray.address)
+    num_cpus = property(lambda self: self.file.ray.num_cpus)
+
+    def judge_settings(self, reference: str, oracle: str | None, *, ledger, device_references: dict,
+                       **overrides) -> JudgeSettings:
+        """The workers' settings: every ``JudgeRun`` and ``JudgeCompare`` key as this campaign has it, the
+        tolerances and the probes, then ``overrides`` (a repro's candidates: once, never bisected). The one
+        place they are built, so a key added to the definition reaches every worker."""
+        given = {f.name: getattr(self.run, f.name) for f in fields(JudgeRun)}
+        given |= {f.name: getattr(self.compare, f.name) for f in fields(JudgeCompare)}
+        given |= dict(reference=reference, oracle=oracle, compare=self.compare.settings, ledger=ledger,
+                      probes=self.probes, device_references=device_references)
+        return JudgeSettings(**(given | overrides))
 
     @property
     def reference(self) -> BackendSpec:
@@ -306,7 +322,7 @@ def _resolve(config: dict, source: str) -> Campaign:
         if s["source"] not in known:
             raise CampaignError(f"{source}: seeds[{i}].source: unknown seed source '{s['source']}'"
                                 f"{did_you_mean(s['source'], known)}")
-    b, v, r, cmp_cfg = config["backends"], config["variants"], config["run"], config["compare"]
+    b, v = config["backends"], config["variants"]
     targets = [backend_spec(t, source, f"backends.targets[{i}]") for i, t in enumerate(b["targets"])]
     for t, entry in zip(targets, b["targets"]):
         if not (isinstance(entry, dict) and "mode" in entry):
@@ -330,25 +346,9 @@ def _resolve(config: dict, source: str) -> Campaign:
     if not mutators and (v["per_seed"] > 1 or not v["include_seed"]):
         raise CampaignError(f"{source}: variants.mutators: no mutator is left, so every variant would be the "
                             f"seed itself (for the seeds alone: per_seed: 1)")
-    return Campaign(
-        config, source, name=config["name"], seed=config["seed"], output=config["output"],
-        seeds=[SeedSelection(s["source"], s["include"], s["exclude"], s["limit"], s["sample"], s["catalog"])
-               for s in config["seeds"]],
-        capture=CaptureSettings(**config["capture"]),
-        variants=VariantSettings(v["per_seed"], v["include_seed"], v["mutations"], mutators, v["guidance"],
-                                 v["max_tries"]),
-        backends=backends,
-        run=RunSettings(**r),
-        compare=CompareSettings(Tolerances.from_dict({k: cmp_cfg[k] for k in ("tolerances", "multiplier", "far",
-                                                                               "dtype_bound_ops")}),
-                                cmp_cfg["sweep"], cmp_cfg["detection_adapter"], cmp_cfg["align"],
-                                cmp_cfg["align_scope"], cmp_cfg["explain"], cmp_cfg["bisect"],
-                                cmp_cfg["bisect_budget_s"]),
-        probes=ProbeSettings(config["probes"]["per_variant"], tuple(config["probes"]["kinds"]), config["seed"]),
-        sizes=SizeSettings(config["sizes"]["per_seed"], config["sizes"]["variants"],
-                           tuple(sorted(set(config["sizes"]["values"]))), config["sizes"]["widths"],
-                           tuple(sorted(set(config["sizes"]["width_values"])))),
-        train_layers=config["train_layers"], address=config["ray"]["address"], num_cpus=config["ray"]["num_cpus"])
+    file = build(CampaignFile, config)
+    return Campaign(config, source, file, variants=replace(file.variants, mutators=mutators), backends=backends,
+                    probes=file.probes.settings(file.seed))
 
 
 def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dict[str, str]:
@@ -378,13 +378,14 @@ def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dic
 
 def _check_training(b: BackendSet, modes: tuple, source: str) -> None:
     """Training runs need a reference (and oracle) that train, and at least one target that does."""
-    if Mode.TRAINING not in modes:
+    backward = [m for m in modes if mode_of(m).backward]
+    if not backward:
         return
     for where, spec in (("reference", b.reference), ("oracle", b.oracle)):
         if spec is not None and not spec.backend_cls().trains:
             raise CampaignError(f"{source}: backends.{where}: {spec.name} cannot train, and a target runs in "
                                 f"training mode (stacks that train: gapfuzz backends)")
-    if not any(t.runs_in(Mode.TRAINING) for t in b.targets):
+    if not any(t.runs_in(m) for m in backward for t in b.targets):
         raise CampaignError(f"{source}: mode: training is asked for, but no target stack trains "
                             f"({', '.join(t.name for t in b.targets)}; stacks that train: gapfuzz backends)")
 

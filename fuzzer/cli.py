@@ -4,7 +4,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import astuple
 from pathlib import Path
+
+from gapfuzz.core.ids import BackendName
 
 from .cli_parser import EXIT_BAD_INPUT, build_parser
 
@@ -47,6 +50,8 @@ def cmd_run(args) -> int:
 
     campaign = load_campaign(args.campaign)
     seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
+    if args.check:
+        return _check(campaign, seed_ids)
     try:
         run_dir = Folder(args.out or f"{campaign.output}/{campaign.name}")  # a path, or a URI (s3://...)
     except FolderError as e:
@@ -101,6 +106,23 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _check(campaign, seed_ids: list[str]) -> int:
+    """``gapfuzz run --check``: the file is valid (it loaded) and this is what it would run."""
+    from .plan import plan_lines, with_sizes
+
+    print("\n".join(plan_lines(campaign, with_sizes(campaign, seed_ids))))
+    return 0
+
+
+def cmd_schema(args) -> int:
+    import json
+
+    from .campaign_schema import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
 def _run(run_dir: str, args=None):
     from gapfuzz.analysis.api import load_run
     from gapfuzz.results.store import ResultsError
@@ -127,7 +149,8 @@ def cmd_report(args) -> int:
     try:
         from gapfuzz.analysis.report import write_report
     except ImportError as e:
-        raise UserError(f"gapfuzz report needs {e.name}: pip install 'gapfuzz[notebook]'") from None
+        raise UserError(f"gapfuzz report needs the module {e.name}: install gapfuzz's dependencies (the README "
+                        f"says which a run is read with)") from None
 
     run = _run(args.run_dir, args)
     if args.vendor:
@@ -175,10 +198,10 @@ def _vendor_digest(run, args) -> int:
 
     if run.path is None:
         raise UserError(f"{args.run_dir}: the vendor digest is written from a local run folder")
-    stacks = sorted({str(b).split("@")[0] for b in run.records(["backend"])["backend"].unique()})
-    if args.vendor.split("@")[0] not in stacks:  # before anything is written
+    stacks = sorted({BackendName.stack_of(b) for b in run.records(["backend"])["backend"].unique()})
+    if BackendName.stack_of(args.vendor) not in stacks:  # before anything is written
         raise UserError(f"{args.run_dir}: no stack {args.vendor!r} ran here (its stacks: {', '.join(stacks)})")
-    out = Path(args.out) if args.out else run.path / "vendor" / args.vendor.split("@")[0]
+    out = Path(args.out) if args.out else run.path / "vendor" / BackendName.stack_of(args.vendor)
     try:
         found = digest(run, args.vendor, out)
     except OSError as e:
@@ -263,7 +286,7 @@ def cmd_backends(args) -> int:
 
     rows = []
     for name in list_backends(args.filter):
-        stack, device = name.split("@")
+        stack, device = astuple(BackendName.parse(name))
         cls = backend_class(stack)
         why = cls.unavailable_reason(device)
         rows.append([name, "yes" if why is None else "no", "yes" if cls.trains else "no",
@@ -326,7 +349,8 @@ def cmd_seeds_scan(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "triage": cmd_triage, "report": cmd_report, "diff": cmd_diff, "seeds list": cmd_seeds,
-            "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "mutators": cmd_mutators, "backends": cmd_backends}
+            "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "mutators": cmd_mutators, "backends": cmd_backends,
+            "schema": cmd_schema}
 
 
 def _tolerant_output() -> None:
@@ -361,19 +385,27 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser(COMMANDS).parse_args(argv)
-    from gapfuzz.results.store import ResultsError
-    from gapfuzz.core.registry import PluginError
-    from gapfuzz.seeds import SeedError
-    from gapfuzz.workers.registry import BackendError
-
-    from .campaign import CampaignError
-    from .mutators import MutatorError
-
     try:
         return args.fn(args)
-    except (UserError, CampaignError, ResultsError, SeedError, BackendError, MutatorError, PluginError) as e:
+    except Exception as e:
+        if not isinstance(e, _bad_input_errors()):
+            raise
         print(f"gapfuzz: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+# The errors that mean bad input, by the module that defines each. They are looked up only among the
+# modules a command imported (one it did not import cannot have raised), so that reading a run
+# (triage, report, diff) never imports the seeds (torch) or the workers and the campaign (Ray).
+BAD_INPUT_ERRORS = [("gapfuzz.results.folder", "ResultsError"), ("gapfuzz.core.registry", "PluginError"),
+                    ("gapfuzz.core.ids", "IdError"), ("gapfuzz.seeds.errors", "SeedError"),
+                    ("gapfuzz.workers.registry", "BackendError"), ("gapfuzz.fuzzer.campaign", "CampaignError"),
+                    ("gapfuzz.fuzzer.mutators.base", "MutatorError")]
+
+
+def _bad_input_errors() -> tuple[type[Exception], ...]:
+    found = [getattr(sys.modules[m], name) for m, name in BAD_INPUT_ERRORS if m in sys.modules]
+    return (UserError, *found)
 
 
 if __name__ == "__main__":

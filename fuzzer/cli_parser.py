@@ -52,7 +52,12 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     r.add_argument("--out", type=path_arg, help="run folder: a path, or a URI such as s3://bucket/runs/x "
                    "(default: <output>/<name> from the campaign)")
     r.add_argument("--quiet", action="store_true", help="no progress display (live on a terminal, lines in a log)")
+    r.add_argument("--check", action="store_true", help="validate the file and print the plan (seeds, variants, "
+                   "pairs and runs per backend and mode); run and write nothing")
     r.set_defaults(fn=commands["run"])
+
+    sch = sub.add_parser("schema", help="print the JSON Schema of a campaign file (for editors)")
+    sch.set_defaults(fn=commands["schema"])
 
     t = sub.add_parser("triage", help="cluster table of a run folder")
     t.add_argument("run_dir")

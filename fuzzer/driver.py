@@ -21,7 +21,6 @@ from gapfuzz.workers.align import AlignLedger
 from gapfuzz.workers.dispatch import Dispatcher
 from gapfuzz.workers.fleet import Fleet
 from gapfuzz.workers.jobs import JobLoop, Stranded
-from gapfuzz.workers.messages import JudgeSettings
 from gapfuzz.workers.pool import gpu_utilisation
 
 from .campaign import Campaign, CampaignError
@@ -100,10 +99,8 @@ class Driver:
         if c.compare.align_scope == AlignScope.SEED:  # on the driver's node: it lives as long as the campaign does
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             ledger = ray.remote(num_cpus=0)(AlignLedger).options(scheduling_strategy=here).remote()
-        judge = JudgeSettings(p.reference, p.oracle, c.run.timeout_s, c.run.repeats, c.run.retry_faults,
-                              c.compare.settings, c.compare.detection_adapter, c.compare.align, ledger, c.probes,
-                              c.compare.explain, c.compare.bisect, c.compare.bisect_budget_s,
-                              {d: n for d, n in c.backends.device_references.items() if n in p.specs})
+        judge = c.judge_settings(p.reference, p.oracle, ledger=ledger, device_references={
+            d: n for d, n in c.backends.device_references.items() if n in p.specs})
         p.check_resources()
         if "cuda" in p.settings:  # this machine's GPUs beside the pair rate (nothing where none can be read)
             self.progress.gpu_reader = gpu_utilisation

@@ -14,9 +14,10 @@ from collections import Counter
 
 import torch
 
-from gapfuzz.core.bugs import Mode, Stage, Status, Verdict
+from gapfuzz.core.bugs import Stage, Status, Verdict
 from gapfuzz.core.failures import Failure, describe
 from gapfuzz.core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
+from gapfuzz.core.modes import mode_of
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import Captured, CaptureError, capture, check_budget
 from gapfuzz.seeds.capture_cache import CaptureCache
@@ -188,9 +189,9 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True,
 def build_seed_variants(request: BuildRequest) -> SeedBuild:
     t0 = time.perf_counter()
     seed_id = request.seed_id
+    backward = mode_of(request.mode).backward  # training: each variant must train on eager
     try:
-        info, cap = captured(seed_id, request.max_params, request.use_cache,
-                             request.mode == Mode.TRAINING and request.train_layers)
+        info, cap = captured(seed_id, request.max_params, request.use_cache, backward and request.train_layers)
     except CaptureError as e:
         if e.stage == Stage.BUILD:
             return _failure(seed_id, Stage.BUILD, e.__cause__ or e)
@@ -201,16 +202,15 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     except Exception as e:  # noqa: BLE001 - the captured graph does not run on the reference
         return _failure(seed_id, Stage.RUN, e, info)
     seed_outputs = base_eval.outputs
-    training = request.mode == Mode.TRAINING
     settings = request.variants
-    if training:  # mutators whose graphs leave backward nothing to test are left out
+    if backward:  # mutators whose graphs leave backward nothing to test are left out
         settings = dataclasses.replace(settings, mutators=[m for m in settings.mutators
                                                            if get_mutator(m).differentiable])
         try:
             check_trains(base)
         except NotTrainable as e:
             return _failure(seed_id, Stage.RUN, e, info)
-    generator = Generator(base_eval, settings, request.campaign_seed, request.guidance, training)
+    generator = Generator(base_eval, settings, request.campaign_seed, request.guidance, backward)
     oracle: list = []
 
     def seed_oracle() -> list:
@@ -226,20 +226,18 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
     for index in request.indices:
         t1 = time.perf_counter()
         recipe, ev = generator.variant(seed_id, index)
-        recipe.mode, recipe.train_layers = request.mode, training and request.train_layers
-        v = ev.variant
+        recipe.mode, recipe.train_layers = request.mode, backward and request.train_layers
+        v = dataclasses.replace(ev.variant, mode=request.mode)
         unmutated = generator.meant_to_mutate(index) and not recipe.mutations
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
         meta_err = meta_ok = None
         if preserving and recipe.mutations:
             meta_err, meta_ok = metamorphic(ev.outputs, seed_outputs, seed_oracle)
         vid = variant_id(seed_id, index, request.mode)
-        names = list(v.output_names)
-        if training:  # the seed's outputs are the forward's alone: no metamorphic oracle for a training run
-            v = dataclasses.replace(v, mode=Mode.TRAINING)
-            names = list(output_names(v))
-        if not unmutated:  # a copy of the seed is not run again
-            oracle_outputs = seed_outputs if preserving and recipe.mutations and not training else None
+        names = list(output_names(v))  # in training the loss and gradients too
+        if not unmutated:  # a copy of the seed is not run again; the seed's outputs are the forward's
+            # alone: no metamorphic oracle for a run that goes backward
+            oracle_outputs = seed_outputs if preserving and recipe.mutations and not backward else None
             build.payloads[vid] = _payload(v, oracle_outputs)
         build.variants.append(BuiltVariant(unmutated=unmutated,
             index=index, variant_id=vid, recipe=recipe, semantics_preserving=preserving, graph_hash=v.graph_hash,
@@ -267,4 +265,4 @@ def replay(recipe: Recipe, max_params: int | None = None) -> Variant:
     for name, params in recipe.mutations:
         current = get_mutator(name).apply(current, params)
         run_reference(current)
-    return dataclasses.replace(current, mode=recipe.mode) if recipe.mode != Mode.INFERENCE else current
+    return dataclasses.replace(current, mode=recipe.mode)

@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 
 from gapfuzz.results.catalog import Catalog
 from gapfuzz.results.store import ResultsError
-from gapfuzz.core.bugs import Mode, Status
+from gapfuzz.core.bugs import Status
+from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.seeds import list_seeds
 from gapfuzz.seeds.registry import source_of
-from gapfuzz.seeds.sizes import SizedId, choose, choose_along, width_order
+from gapfuzz.core.ids import SeedId
+from gapfuzz.seeds.sizes import choose, choose_along, width_order
 
 from .campaign import Campaign, CampaignError
 from .recipe import variant_id
@@ -17,7 +19,7 @@ from .recipe import variant_id
 SEED_FAILURE = "seed"  # variant index used for the one record of a seed that failed before mutation
 
 
-def seed_failure_id(seed_id: str, mode: str = Mode.INFERENCE) -> str:
+def seed_failure_id(seed_id: str, mode: str = DEFAULT_MODE) -> str:
     return variant_id(seed_id, SEED_FAILURE, mode)
 
 
@@ -70,26 +72,26 @@ def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
     order, handed = width_order(c.sizes.width_values), {}  # widths handed out so far, per source
     for sid in seed_ids:
         out.append(sid)
-        if SizedId.parse(sid).rebuilt:
+        if SeedId.parse(sid).rebuilt:
             continue
         source = source_of(sid)
         if c.sizes.per_seed:
             points = source.size_points(sid, list(c.sizes.values))
-            out += [str(SizedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
+            out += [str(SeedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
             points = source.along_points(sid, list(c.sizes.values))
-            out += [str(SizedId(sid, along=n)) for n in choose_along(points, c.sizes.per_seed, f"{c.seed}/{sid}/d")]
+            out += [str(SeedId(sid, along=n)) for n in choose_along(points, c.sizes.per_seed, f"{c.seed}/{sid}/d")]
         points = set(source.width_points(sid, list(c.sizes.width_values))) if c.sizes.widths else set()
         if points:
             start = handed.get(source.name, 0)
             taken = [k for k in range(start, start + len(order)) if order[k % len(order)] in points][: c.sizes.widths]
             handed[source.name] = taken[-1] + 1
-            out += [str(SizedId(sid, width=order[k % len(order)])) for k in taken]
+            out += [str(SeedId(sid, width=order[k % len(order)])) for k in taken]
     return out
 
 
 def variant_count(c: Campaign, seed_id: str) -> int:
     """Variants per seed: ``variants.per_seed``, or ``sizes.variants`` for a seed rebuilt at a size or width."""
-    return min(c.sizes.variants, c.variants.per_seed) if SizedId.parse(seed_id).rebuilt else c.variants.per_seed
+    return min(c.sizes.variants, c.variants.per_seed) if SeedId.parse(seed_id).rebuilt else c.variants.per_seed
 
 
 @dataclass
@@ -98,7 +100,7 @@ class SeedWork:
     indices: list[int]
     missing: dict[int, set[str]] = field(default_factory=dict)  # variant index -> backends still to run
     again: bool = False  # a variant built again, its first build's inputs lost with a node
-    mode: str = Mode.INFERENCE  # core.bugs.Mode of its variants (a seed has one work per mode)
+    mode: str = DEFAULT_MODE  # core.modes.Mode of its variants (a seed has one work per mode)
 
 
 def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
@@ -122,3 +124,28 @@ def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
             if missing:
                 work.append(SeedWork(sid, sorted(missing), missing, mode=mode))
     return work
+
+
+def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
+    """What a campaign would run, for ``gapfuzz run --check``: its seeds and variants per mode, then the
+    (variant, backend) pairs and the runs (a pair runs each of its probes) per backend and mode."""
+    work = plan(c, seed_ids, set())
+    rebuilt = sum(SeedId.parse(s).rebuilt for s in seed_ids)
+    lines = [f"{c.source}: valid; campaign {c.name!r}, writing to {c.output}/{c.name}",
+             f"seeds: {len(seed_ids)} ({len(seed_ids) - rebuilt} selected, {rebuilt} rebuilt at another size or "
+             f"width), in {', '.join(str(m) for m in c.modes)}"]
+    for mode in c.modes:
+        n = sum(variant_count(c, s) for s in seed_ids)
+        lines.append(f"variants in {mode}: {n} (up to {c.variants.per_seed} a seed, {c.sizes.variants} a rebuilt one)")
+    lines.append(f"a pair runs its variant's probes ({c.probes.per_variant} value probes), each timed "
+                 f"{c.run.repeats} time(s) after its first call")
+    rows = [(name, str(mode), sum(name in m for w in work if w.mode == mode for m in w.missing.values()))
+            for name in (s.name for s in c.backends.all()) for mode in c.modes]
+    rows = [r for r in rows if r[2]]
+    width = max([len("backend"), *(len(r[0]) for r in rows)])
+    lines.append(f"{'backend':<{width}}  {'mode':<10} {'pairs':>7} {'runs':>8}")
+    lines += [f"{name:<{width}}  {mode:<10} {pairs:>7} {pairs * c.probes.per_variant:>8}" for name, mode, pairs in rows]
+    total = sum(r[2] for r in rows)
+    lines.append(f"{'total':<{width}}  {'':<10} {total:>7} {total * c.probes.per_variant:>8}")
+    lines.append("runs: pairs x probes per variant (relation and layout probes come beside them); nothing was run")
+    return lines

@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from gapfuzz.core.bugs import COMPLETED, LIMITS, Mode, Stage, Status
+from gapfuzz.core.bugs import COMPLETED, LIMITS, Stage, Status
+from gapfuzz.core.ids import BackendName, SeedId
 from gapfuzz.core.failures import signature
+from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 from gapfuzz.results.catalog import CatalogRow
 from gapfuzz.results.schema import RunRecord
 from gapfuzz.seeds.spec import SeedInfo
@@ -36,7 +38,7 @@ def run_record(campaign: str, build: SeedBuild, variant: BuiltVariant, record: R
 
 
 def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: str, failure_id: str,
-                        mode: str = Mode.INFERENCE) -> RunRecord:
+                        mode: str = DEFAULT_MODE) -> RunRecord:
     """The one record of a seed that failed to build, fit the budget, capture or run on the reference:
     skipped, not a finding (the reference's own failure says nothing of a target), unless the
     worker running it was lost (the seed is tried again on ``--resume``)."""
@@ -45,17 +47,17 @@ def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: s
     status = f.status if lost or f.status in LIMITS or f.status == Status.CRASH else Status.SKIPPED
     message = f.message if status == f.status else f"the reference {f.status}: {f.message or ''}"
     rec = RunRecord(campaign=campaign, variant_id=failure_id, seed_id=build.seed_id, backend=backend, device=device,
-                    mode=str(mode), stack=backend.split("@")[0], **_seed_columns(build.seed))
+                    mode=str(mode), stack=BackendName.stack_of(backend), **_seed_columns(build.seed))
     dataclasses.replace(f, status=status, message=message).onto(rec, sign=True)
     rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0,
-                             **({"mode": str(mode)} if mode != Mode.INFERENCE else {})})
+                             **mode_of(mode).entry()})
     return rec
 
 
 def catalog_row(build: SeedBuild) -> CatalogRow:
     """What a campaign's build learned about a seed, as a seed catalog row."""
     seed = build.seed
-    row = CatalogRow(seed_id=build.seed_id, source=seed.source if seed else build.seed_id.split("/")[0],
+    row = CatalogRow(seed_id=build.seed_id, source=seed.source if seed else SeedId.parse(build.seed_id).source,
                      family=seed.family if seed else "", task=seed.task if seed else "",
                      output_kind=seed.output_kind if seed else "", params=seed.params if seed else None,
                      input_spec=json.dumps(seed.input_spec if seed else []), capture_s=build.capture_s)

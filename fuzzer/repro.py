@@ -21,12 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, Mode, ReproStatus, Status, Symptom, Verdict,
+from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Symptom, Verdict,
                        bug_key)
+from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
 from gapfuzz.seeds.capture import CaptureError
 from gapfuzz.workers.messages import JudgeSettings
 from gapfuzz.workers.probes import Probe, probed
+from gapfuzz.workers.registry import BackendSpec
 
 from .campaign import from_dict, plugin_classes, read_campaign_file
 from .generate import replay
@@ -157,6 +159,15 @@ def _field(record: dict, key: str, parse):
                          f"what gapfuzz writes there ({type(e).__name__}: {detail})") from None
 
 
+def candidate_settings(c, reference: BackendSpec, target: BackendSpec) -> JudgeSettings:
+    """How each shrink candidate is judged: the campaign's settings, run once against the reference its
+    record was judged against, without tier 2, explanations or bisection (``core.bugs``: a candidate's run
+    is not bisected), on the example inputs the predicate gives it."""
+    return c.judge_settings(reference.name, c.oracle.name if c.oracle else None, ledger=None, device_references={},
+                            probes=None, timeout_s=target.timeout_s or c.run.timeout_s, repeats=1,
+                            retry_faults=False, align=False, explain=False, bisect=False)
+
+
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
               tries: int = 3, allow_plugins: bool = False, progress=None) -> ReproResult:
     """Minimise ``record``'s variant to the smallest graph that shows its bug key, write the reproducer
@@ -195,10 +206,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     variant = probed(variant, probe)
     # the reference its verdict compared with: eager on the target's device where the campaign judged so
     reference = next((s for s in c.backends.targets if s.name == record.get("judged_against")), c.reference)
-    settings = JudgeSettings(reference.name, c.oracle.name if c.oracle else None,
-                             target.timeout_s or c.run.timeout_s, repeats=1, retry_faults=False,
-                             compare=c.compare.settings, detection_adapter=c.compare.detection_adapter, align=False,
-                             explain=False, bisect=False)  # a candidate is judged, never bisected nor explained
+    settings = candidate_settings(c, reference, target)
     output_kind = record.get("output_kind") or "tensor"
     # checked in one warm worker; a crash, a hang or running out of memory (the process goes) in a fresh one each
     same_bug = SameBug(target, reference, c.oracle, key, settings, record["seed_id"], output_kind,
@@ -288,7 +296,7 @@ def _start(variant, record: dict, predicate, say):
     """Where shrinking starts: the graph cut right after the located node, whose outputs then show the
     node's own symptom; else the whole variant. None when neither shows the bug."""
     node = record.get("first_div_node")
-    if node and record.get("symptom") not in GRADIENT_SYMPTOMS and variant.mode != Mode.TRAINING and \
+    if node and record.get("symptom") not in GRADIENT_SYMPTOMS and not mode_of(variant.mode).backward and \
             any(n.name == node for n in variant.gm.graph.nodes if n.op == "call_function"):
         try:
             cut = cut_after(variant, node)

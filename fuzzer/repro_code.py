@@ -17,15 +17,17 @@ import textwrap
 
 import torch
 
-from gapfuzz.core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Status, Symptom, Verdict, bug_key
+from gapfuzz.core.bugs import FAILED, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.ir import Variant, clone_exact
+from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
+from gapfuzz.core.ids import BackendName
 from gapfuzz.workers.backends.eager import prepare_eager_fp64
 from gapfuzz.workers.compare import Tolerances
 from gapfuzz.workers.registry import BackendSpec
 from gapfuzz.workers.task import canonicalize, task_agreement
-from gapfuzz.workers.training import draws_randomly, forward_count, lift_parameters, output_names, train_step, \
-    trainable_parameters
+from gapfuzz.workers import training
+from gapfuzz.workers.training import draws_randomly, output_names, trainable_parameters
 
 from . import repro_checks
 from .source_copy import SourceCopy
@@ -39,11 +41,6 @@ LOAD = '''def main():
     laid = [(tuple(t.shape), t.stride(), t.storage_offset()) for t in inputs]
     print(f"{TITLE}\\ninputs (sizes, strides, storage offset): {laid}")
     assert laid == LAYOUTS, "inputs.pt does not hold the layouts the bug was found with"'''
-GRAPH = {Mode.INFERENCE: "torch.fx.symbolic_trace(Repro(weights).eval())",
-         Mode.TRAINING: "lift_parameters(torch.fx.symbolic_trace(Repro(weights).eval()), PARAMS)"}
-CALL = {Mode.INFERENCE: "host({run}(*[exact(t, {device}) for t in inputs]))",  # one call's outputs
-        Mode.TRAINING: "host(train_step({run}, [exact(t, {device}) for t in params], [exact(t, {device}) for t in "
-                       "inputs]))"}  # a training step's: the outputs, the loss, every gradient
 PREPARE = '''run, info = PREPARE({graph}, [exact(t, INPUT_DEVICE) for t in {fed}], DEVICE, OPTIONS)'''
 DIVERGENCE = '''    with torch.no_grad():
         expected = {reference}
@@ -99,16 +96,14 @@ def _forward_source(v: Variant) -> tuple[str, list[str]]:
 
 
 def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, random: bool, boxes: bool) -> str:
-    mode = Mode.TRAINING if v.mode == Mode.TRAINING else Mode.INFERENCE
-    fed = "(*params, *inputs)" if mode == Mode.TRAINING else "inputs"
-    prepare = PREPARE.format(graph=GRAPH[mode], fed=fed)
-    target = CALL[mode].format(run="run", device="INPUT_DEVICE")
+    mode = mode_of(v.mode)  # its graph, what it is fed and one call, as the mode runs them
+    prepare = PREPARE.format(graph=mode.repro_graph, fed=mode.repro_fed)
+    target = mode.repro_call.format(run="run", device="INPUT_DEVICE")
     lines = [LOAD]
     if str(record.get("device") or "").startswith("cuda"):  # the platform's TF32, as the run had it (default: off)
         lines.append(f"    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = "
                      f"{bool(record.get('tf32'))}")
-    if mode == Mode.TRAINING:
-        lines.append("    params = [weights[name] for name in PARAMS]  # in training, the graph's first inputs")
+    lines.extend(mode.repro_setup)
     if random:  # random ops (dropout): Inductor draws with eager's generator, which train_step seeds
         lines.append("    import torch._inductor.config\n\n    torch._inductor.config.fallback_random = True")
     if failure:
@@ -116,12 +111,12 @@ def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, ran
         if record["status"] == Status.TIMEOUT:
             lines.append("    faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)  # a hang: the stacks, exit 1")
         return "\n".join([*lines, FAILURE.format(prepare=prepare, target=target)])
-    against = (record.get("judged_against") or "").rpartition("@")[2] or "cpu"  # eager there: the verdict's reference
-    lines.append(DIVERGENCE.format(reference=CALL[mode].format(run=GRAPH[mode], device=repr(against)),
+    against = BackendName.loose(record.get("judged_against") or "").device or "cpu"  # eager there: the reference
+    lines.append(DIVERGENCE.format(reference=mode.repro_call.format(run=mode.repro_graph, device=repr(against)),
                                    prepare=prepare, target=target))
     if oracle:
-        lines.append(ORACLE.format(graph=GRAPH[mode], fed=fed, oracle=CALL[mode].format(run="run_oracle",
-                                                                                         device='"cpu"')))
+        lines.append(ORACLE.format(graph=mode.repro_graph, fed=mode.repro_fed,
+                                   oracle=mode.repro_call.format(run="run_oracle", device='"cpu"')))
     if task:
         if boxes:  # detections in the campaign's canonical order, as its judge compared them
             lines.append("    actual, expected = canonicalize(actual, NAMES), canonicalize(expected, NAMES)")
@@ -142,21 +137,21 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
         and record["task_agree"] < 1
     oracle = not failure and not task and record.get("verdict") in (Verdict.REFERENCE_DIVERGENT,
                                                                      Verdict.ILL_CONDITIONED)
-    training, random = v.mode == Mode.TRAINING, v.mode == Mode.TRAINING and draws_randomly(v.gm)
+    mode = mode_of(v.mode)
+    random = mode.backward and draws_randomly(v.gm)
     boxes = output_kind == "boxes" and detection_adapter
     names = list(output_names(v))
-    k = forward_count(names) if training else len(names)
-    checked = range(k, len(names)) if training and record.get("symptom") in GRADIENT_SYMPTOMS else range(k)
+    checked = mode.shown_at(names, record.get("symptom"))
     settings = Tolerances.from_dict(compare)
     key = bug_key(record) if failure and record.get("backend") else None
     fed = [clone_exact(t) for t in v.inputs]  # as save_inputs writes them
     constants = [
         ("TITLE", title, True),
         ("BACKEND, DEVICE, INPUT_DEVICE", (target.name, target.device, cls.input_device or target.device), True),
-        ("OPTIONS", dict(target.options), True), ("MODE", str(v.mode), training),  # inference: the default
+        ("OPTIONS", dict(target.options), True), ("MODE", str(v.mode), bool(mode.entry())),  # not the default
         ("CLASS_PATH", None if cls.prepare_fn is not None else plugin_path(target), cls.prepare_fn is None),
         ("LAYOUTS", layouts(fed), True),
-        ("PARAMS", trainable_parameters(v.gm) if training else None, training),
+        ("PARAMS", trainable_parameters(v.gm) if mode.backward else None, mode.backward),
         ("ERROR_TYPE", key["error_type"] if key else record.get("error_type"), failure),
         ("TEMPLATE", key["template"] if key else template(record.get("message")), failure),
         ("TIMEOUT_S", float(timeout_s), record["status"] == Status.TIMEOUT),
@@ -170,7 +165,9 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
                    record.get("cause")) if failure else ""
     copy = SourceCopy({"TEMPLATE_RULES": rules} if failure else {}, separator="\n", stubs=STAGE_STUB)
     prepare = copy.add(cls.prepare_fn if cls.prepare_fn is not None else prepare_plugin)
-    for fn, wanted in ((lift_parameters, training), (train_step, training), (prepare_eager_fp64, oracle),
+    for name in mode.repro_helpers:  # what its fragment calls
+        copy.add(getattr(training, name))
+    for fn, wanted in ((prepare_eager_fp64, oracle),
                        (canonicalize, task and boxes), (task_agreement, task),
                        (repro_checks.exact, True), (repro_checks.host, True),
                        (repro_checks.differs, not failure), (repro_checks.blame, oracle),

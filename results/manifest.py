@@ -14,6 +14,8 @@ import datetime as dt
 import json
 from dataclasses import asdict, dataclass, field
 
+from gapfuzz.core.modes import DEFAULT_MODE
+
 from .folder import Folder, ResultsError
 from .schema import SCHEMA_VERSION
 
@@ -33,7 +35,7 @@ class RunManifest:
     backends: dict  # every name above -> {"stack", "device", "options", "option_space", "modes", "class"}
     # (and "option_cover", core.covering's pairs, all, {all: [...]} or draw, where there is an option space)
     compare: dict  # Tolerances as resolved: {"tolerances": {dtype: [rtol, atol]}, "multiplier", "far"}, "sweep"
-    modes: list[str] = field(default_factory=lambda: ["inference"])
+    modes: list[str] = field(default_factory=lambda: [DEFAULT_MODE])
     schema_version: int = SCHEMA_VERSION  # of the records this gapfuzz writes
     version: int = VERSION
     written: str = ""  # UTC, ISO 8601

@@ -54,7 +54,7 @@ def main() -> int:
     pool = [i for s in a.sources.split(",") for i in list_seeds(source=s)]
     mutators = list_mutators()
     settings = VariantSettings(a.variants, include_seed=False, mutations=a.mutations, mutators=mutators,
-                               guidance="uniform", max_tries=8)
+                               exclude_mutators=[], guidance="uniform", max_tries=8)
     tried, rejected = Counter(), Counter()
     ran = total = 0
     failures, recipes, gen_s, eager_s, inductor_s, inductor_gen = [], [], [], [], [], []

@@ -38,7 +38,7 @@ def main() -> int:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")  # operator samples warn of deprecated calls
     settings = VariantSettings(a.variants, include_seed=False, mutations=a.mutations, mutators=list_mutators(),
-                               guidance="uniform", max_tries=8)
+                               exclude_mutators=[], guidance="uniform", max_tries=8)
     rng = random.Random(a.seed)
     meant, none, failed, carried = Counter(), Counter(), Counter(), defaultdict(Counter)
     for dtype in a.dtypes.split(","):

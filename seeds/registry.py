@@ -6,7 +6,8 @@ import fnmatch
 from gapfuzz.core.registry import Registry
 
 from .errors import SeedError
-from .sizes import SizedId, check_runs
+from gapfuzz.core.ids import SeedId
+from .sizes import check_runs
 from .spec import BuiltSeed
 
 
@@ -65,7 +66,7 @@ def _prefixes() -> dict[str, str]:
 
 
 def source_of(seed_id: str) -> SeedSource:
-    prefix, prefixes = seed_id.split("/", 1)[0], _prefixes()
+    prefix, prefixes = SeedId.parse(seed_id).source, _prefixes()
     if prefix not in prefixes:
         raise SeedError(f"seed id {seed_id!r} has no known source prefix ({', '.join(sorted(prefixes))})")
     return get_source(prefixes[prefix])
@@ -84,7 +85,7 @@ def list_seeds(filter: str | list[str] | None = None, source: str | None = None,
     exc = [exclude] if isinstance(exclude, str) else (exclude or [])
 
     def hit(seed_id, patterns):
-        short = seed_id.split("/", 1)[1] if "/" in seed_id else seed_id
+        short = SeedId.parse(seed_id).name
         return any(fnmatch.fnmatchcase(seed_id, p) or fnmatch.fnmatchcase(short, p) for p in patterns)
 
     if inc:
@@ -98,7 +99,7 @@ def create_seed(seed_id: str) -> BuiltSeed:
     """The built seed; one rebuilt at a size or width (``<id>@<n>``, ``<id>@w<n>``, ``<id>@d<n>``) is run once in eager
     first, so a size its layers do not fit is a ``SizeError`` (skipped), never a capture failure."""
     built = source_of(seed_id).build(seed_id)
-    sized = SizedId.parse(seed_id)
+    sized = SeedId.parse(seed_id)
     if not sized.rebuilt:
         return built
     return check_runs(built, sized.shown)
@@ -108,6 +109,6 @@ def width_params(seed_id: str) -> int | None:
     """``SeedSource.width_params`` of a seed rebuilt at a width; None for any other seed, or on an
     unknown id (the build says what is wrong)."""
     try:
-        return source_of(seed_id).width_params(seed_id) if SizedId.parse(seed_id).width is not None else None
+        return source_of(seed_id).width_params(seed_id) if SeedId.parse(seed_id).width is not None else None
     except Exception:  # noqa: BLE001 - counting is an optimisation; the build reports the problem
         return None

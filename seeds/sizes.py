@@ -27,11 +27,7 @@ tails of a wide matrix product's reduction even in a campaign of one seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-
 from .errors import SeedError
-
-MARK = "@"
 
 # Sizes along one dimension around the thresholds kernels switch at: tiny and prime lengths,
 # 2^k-1, 2^k and 2^k+1 (vector widths, tiles, reduction blocks) and lengths past a 1024-element
@@ -48,56 +44,11 @@ PATCH_GRID_SIDES = (32, 48, 64, 96, 128, 192, 256)
 # Widths (hidden sizes, channels) at and past the 1024- and 4096-wide limits of kernels: powers of
 # two, and two more (a tail after the last full tile or vector; even, so rotary embeddings fit).
 WIDTHS = (768, 1024, 1026, 2048, 2050, 4096, 4098)
-WIDTH_MARK = "w"
-ALONG_MARK = "d"  # the dimension the operator works along
 TILE = 64  # a width that is not a multiple of this leaves a tail after the last full tile
 
 
 class SizeError(SeedError):
     """A seed that cannot be rebuilt at the size asked for (recorded as skipped)."""
-
-
-@dataclass(frozen=True)
-class SizedId:
-    """A seed id split into its base and the size (``@<n>``), width (``@w<n>``) or length along the
-    operator's own dimension (``@d<n>``) it is rebuilt at."""
-
-    base: str
-    size: int | None = None
-    width: int | None = None
-    along: int | None = None
-
-    @classmethod
-    def parse(cls, seed_id: str) -> SizedId:
-        base, mark, size = seed_id.rpartition(MARK)
-        if not mark:
-            return cls(seed_id)
-        kind = size[:1] if size[:1] in (WIDTH_MARK, ALONG_MARK) else ""
-        number = size[len(kind):]
-        if not (number.isascii() and number.isdigit()):
-            raise SeedError(f"seed id {seed_id!r}: after {MARK!r} comes a size (a whole number), a width "
-                            f"({WIDTH_MARK!r} and a whole number) or a size along the operator's dimension "
-                            f"({ALONG_MARK!r} and a whole number)")
-        n = int(number)
-        return cls(base, width=n) if kind == WIDTH_MARK else cls(base, along=n) if kind == ALONG_MARK else cls(base, n)
-
-    @property
-    def rebuilt(self) -> bool:
-        return self.size is not None or self.width is not None or self.along is not None
-
-    @property
-    def shown(self) -> str:
-        """What it is rebuilt at, in words (``size 1025``, ``width 2048``)."""
-        if self.width is not None:
-            return f"width {self.width}"
-        return f"size {self.along} along the operator's dimension" if self.along is not None else f"size {self.size}"
-
-    def __str__(self) -> str:
-        if self.width is not None:
-            return f"{self.base}{MARK}{WIDTH_MARK}{self.width}"
-        if self.along is not None:
-            return f"{self.base}{MARK}{ALONG_MARK}{self.along}"
-        return self.base if self.size is None else f"{self.base}{MARK}{self.size}"
 
 
 def choose(points: list[int] | tuple[int, ...], count: int, key: str) -> list[int]:
@@ -136,7 +87,7 @@ def width_order(widths: list[int] | tuple[int, ...]) -> list[int]:
 
 
 def check_runs(built, shown: str):
-    """The built seed, after one eager forward at its new size (``shown``: ``SizedId.shown``);
+    """The built seed, after one eager forward at its new size (``shown``: ``SeedId.shown``);
     ``SizeError`` if that fails (a model whose layers do not fit the size is not a finding of any stack)."""
     import torch
 

@@ -55,3 +55,17 @@ class Faulty:
                 raise ValueError("faulty backend refused this graph")
             return gm(*inputs)
         return run
+
+
+class RefusesToStart(Faulty):
+    """A stack whose creation raises (a runtime it cannot load): a failure before it prepares anything."""
+
+    def __init__(self, **options):
+        raise RuntimeError("faulty backend could not start its runtime")
+
+
+class InputsNowhere(Faulty):
+    """A stack that takes its inputs on a device that does not exist: placing them raises."""
+
+    input_device = "nowhere"
+    prepare_stage = "convert"

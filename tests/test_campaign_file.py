@@ -1,6 +1,8 @@
 """Campaign files are checked before any work starts; each problem is one line naming it."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -125,3 +127,37 @@ def test_a_selection_can_keep_only_the_seeds_that_ran_in_a_catalog(tmp_path):
         select_seeds(from_dict({**BASE, "seeds": [{**sel, "catalog": str(tmp_path / "empty")}]}))
     with pytest.raises(CampaignError, match="none of the 1 timm seeds selected ran in the catalog"):
         select_seeds(from_dict({**BASE, "seeds": [{**sel, "include": ["test_vit"]}]}))
+
+
+def test_run_check_prints_the_plan_and_writes_nothing(tmp_path, write_campaign):
+    """``run FILE --check`` validates the file and prints what it would run: seeds, variants, and the pairs
+    and runs per backend and mode; no run folder, no Ray. With no file: the default campaign."""
+    repo = Path(__file__).resolve().parents[1]
+    for args in ([repo / "campaigns" / "default.yaml"], []):
+        proc = gapfuzz("run", *args, "--check", cwd=tmp_path, check=True)
+        out = proc.stdout.splitlines()
+        assert "valid" in out[0] and out[1].startswith("seeds: 11 (4 selected, 7 rebuilt"), proc.stdout
+        assert any(line.startswith("variants in inference: 27") for line in out), proc.stdout
+        rows = {line.split()[0]: line.split()[1:] for line in out if "@cpu" in line}
+        assert set(rows) == {"eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu"}
+        assert rows["inductor@cpu"] == ["inference", "27", "216"]  # 27 variants, 8 probes each
+        assert next(line for line in out if line.startswith("total")).split()[1:] == ["135", "1080"]
+    assert list(tmp_path.iterdir()) == []  # no run folder, no Ray session folder
+    bad = write_campaign("name: x\nsedes:\n  - source: timm\nbackends:\n  targets: [inductor@cpu]\n")
+    proc = gapfuzz("run", bad, "--check", cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "'sedes'" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_schema_command_prints_a_json_schema_every_shipped_campaign_meets(tmp_path):
+    import json
+
+    import jsonschema
+
+    schema = json.loads(gapfuzz("schema", cwd=tmp_path, check=True).stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["compare"]["properties"]["bisect_budget_s"]["default"] == 900
+    repo = Path(__file__).resolve().parents[1]
+    for path in sorted((repo / "campaigns").glob("*.yaml")):
+        assert not list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(path.read_text()))), path
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors({"sedes": []}))

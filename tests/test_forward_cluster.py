@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gapfuzz.core.bugs import Kind, Mode, Symptom, Verdict, bug_key
+from gapfuzz.core.bugs import Kind, Symptom, Verdict, bug_key
+from gapfuzz.core.modes import Mode
 
 aten = torch.ops.aten
 BOTH = """

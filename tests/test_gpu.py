@@ -12,7 +12,8 @@ import os
 import pytest
 import torch
 
-from gapfuzz.core.bugs import Mode, Status, Verdict
+from gapfuzz.core.bugs import Status, Verdict
+from gapfuzz.core.modes import Mode
 from gapfuzz.workers.compare import Tolerances, attribute
 from gapfuzz.workers.executor import Executor
 from gapfuzz.workers.pool import sandbox_env

@@ -70,7 +70,7 @@ def test_constants_fit_the_dtype(dtype):
 
 def _build(seed_id: str, per_seed: int, mutations: int, mutators=None):
     settings = VariantSettings(per_seed, include_seed=False, mutations=mutations, mutators=mutators or list_mutators(),
-                               guidance="uniform", max_tries=8)
+                               exclude_mutators=[], guidance="uniform", max_tries=8)
     build = build_seed_variants(BuildRequest(seed_id, list(range(per_seed)), settings, 0, None, use_cache=False))
     assert build.ok, build.failure
     return build

@@ -70,7 +70,7 @@ def test_incremental_evaluation_equals_a_full_run(bases):
 
 def _build(seed_id: str, indices: list[int], campaign_seed: int, mutators: list[str], include_seed: bool = True):
     settings = VariantSettings(per_seed=len(indices), include_seed=include_seed, mutations=2, mutators=mutators,
-                               guidance="uniform", max_tries=8)
+                               exclude_mutators=[], guidance="uniform", max_tries=8)
     return build_seed_variants(BuildRequest(seed_id, indices, settings, campaign_seed, None))
 
 

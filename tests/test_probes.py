@@ -100,7 +100,7 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     from gapfuzz.fuzzer.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.seeds.sizes import SizedId
+    from gapfuzz.core.ids import SeedId
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
@@ -115,7 +115,7 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
             runs = load_run(tmp_path / str(seed)).records()
             blocked = runs[(runs["backend"] == "blocked-sum@cpu") & (runs["status"] == "mismatch")]
             assert len(blocked), f"seed {seed}: nothing found on blocked-sum@cpu"
-            sizes = blocked["seed_id"].map(lambda s: SizedId.parse(s).size or SizedId.parse(s).width or 0)
+            sizes = blocked["seed_id"].map(lambda s: SeedId.parse(s).size or SeedId.parse(s).width or 0)
             assert (sizes > 1024).all(), f"seed {seed}: blocked-sum showed at {sorted(set(sizes))}"
             assert (clusters["backends"].map(lambda b: b == ["blocked-sum@cpu"])).sum() >= 1
             assert all(len(b) == 1 for b in clusters["backends"])  # no cluster mixes two of the faults

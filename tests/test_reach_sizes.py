@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gapfuzz.seeds import create_seed
-from gapfuzz.seeds.sizes import SizedId
+from gapfuzz.core.ids import SeedId
 
 LONG = """
 name: long
@@ -48,7 +48,7 @@ def test_a_campaign_draws_the_operators_own_dimension_past_every_block_length():
 
     c = from_dict({"seeds": [{"source": "ops", "include": ["ops/softmax/float32/*", "ops/sum/float32/1"]}],
                    "backends": {"targets": ["inductor@cpu"]}, "sizes": {"per_seed": 1}})
-    along = [SizedId.parse(i) for i in with_sizes(c, select_seeds(c)) if SizedId.parse(i).along is not None]
+    along = [SeedId.parse(i) for i in with_sizes(c, select_seeds(c)) if SeedId.parse(i).along is not None]
     assert [(a.base, a.along) for a in along] == [("ops/softmax/float32/1", 4097)]  # 0: 1-D; sum/1: a scalar
 
 
@@ -60,8 +60,8 @@ def test_a_softmax_that_reads_one_block_along_its_dim_is_found_only_along_that_d
     runs = run.records()
     mine = runs[runs["backend"] == "long-reduction@cpu"]
     wrong = set(mine[mine["status"] == "mismatch"]["seed_id"])
-    assert wrong and all(SizedId.parse(s).along > 2048 for s in wrong), sorted(set(mine["seed_id"]))
-    assert {SizedId.parse(s).base for s in wrong} == {"ops/softmax/float32/1", "ops/softmax.with_dtype/float32/1"}
+    assert wrong and all(SeedId.parse(s).along > 2048 for s in wrong), sorted(set(mine["seed_id"]))
+    assert {SeedId.parse(s).base for s in wrong} == {"ops/softmax/float32/1", "ops/softmax.with_dtype/float32/1"}
     assert (mine[~mine["seed_id"].isin(wrong)]["status"] == "ok").all()  # main sizes and widths stay below 2048
     found = run.clusters(vendor=True)
     assert len(found) == 1 and found.iloc[0]["first_div_op"] == "aten.softmax.int", found

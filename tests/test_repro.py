@@ -74,6 +74,21 @@ def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_pat
     assert "special:nan:single" in (tmp_path / "repro" / "report.md").read_text()
 
 
+def test_shrink_candidates_are_judged_once_without_tier_2_explanations_or_bisection():
+    """``core.bugs``: a candidate's run is not bisected. Each shrink candidate of an Inductor finding would
+    otherwise be bisected (the campaign's ``compare.bisect``), costing a bisection per predicate call."""
+    from gapfuzz.fuzzer.repro import candidate_settings
+
+    c = from_dict({"seeds": [{"source": "timm", "include": ["test_resnet"]}],
+                   "backends": {"targets": ["inductor@cpu"]}, "compare": {"bisect": True, "explain": True}})
+    target = c.backends.targets[0]
+    s = candidate_settings(c, c.reference, target)
+    assert (s.bisect, s.explain, s.align, s.repeats, s.retry_faults) == (False, False, False, 1, False)
+    assert s.ledger is None and s.probes is None and s.device_references == {}  # the predicate's own probe
+    assert s.reference == "eager@cpu" and s.oracle == "eager-fp64@cpu" and s.compare == c.compare.settings
+    assert s.timeout_s == c.run.timeout_s and s.detection_adapter == c.compare.detection_adapter
+
+
 def test_shrinker_consider_skips_seen_and_larger_candidates():
     v = capture(create_seed("timm/test_resnet")).variant
     calls = []
@@ -153,8 +168,9 @@ def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_
     from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
     from gapfuzz.fuzzer.shrink.predicate import SameBug
     from gapfuzz.workers.compare import Tolerances
-    from gapfuzz.workers.messages import JudgeSettings
     from gapfuzz.workers.registry import parse_backend
+
+    from tests.judging import judge_settings
 
     v = _cancellation()
     target = parse_backend("x@cpu", {"by": 1e-3}, cls_path="tests.numeric_backends:AddToOutputs")
@@ -165,7 +181,7 @@ def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_
     save_inputs(v, tmp_path / "inputs.pt")
     for tolerance, present in ((None, True), ([1e-2, 1e-2], False)):  # 1e-3 off: beyond the default, within 1e-2
         compare = {"tolerances": {"float32": tolerance} if tolerance else {}, "multiplier": 3.0, "far": 1.0}
-        settings = JudgeSettings(ref.name, oracle.name, repeats=1, compare=Tolerances.from_dict(compare), align=False)
+        settings = judge_settings(ref.name, oracle.name, repeats=1, compare=Tolerances.from_dict(compare), align=False)
         same_bug = SameBug(target, ref, oracle, key, settings, "test/cancel")
         try:
             assert same_bug(v) is present, tolerance

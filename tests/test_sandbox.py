@@ -120,9 +120,22 @@ def test_a_backend_that_writes_its_weights_never_changes_what_the_next_one_gets(
     assert torch.equal(before[0], after[0]) and before[0].abs().sum() > 0
 
 
+@pytest.mark.parametrize("cls, stage, says", [("RefusesToStart", "compile", "could not start its runtime"),
+                                              ("InputsNowhere", "convert", "nowhere")])
+def test_a_backend_that_fails_before_it_prepares_is_recorded_as_its_own_error(cls, stage, says):
+    """Creating the backend or placing its inputs fails as itself, at its stage (not an UnboundLocalError)."""
+    ex = Executor()
+    ex.load("v", _linear_payload())
+    out = ex.run("v", BackendSpec(cls, "cpu", cls_path=f"tests.faulty_backend:{cls}")).outcome
+    assert (out.status, out.stage, out.error_type) == ("error", stage, "RuntimeError")
+    assert says in out.message and out.compiler_passes == []
+
+
 def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
-    from gapfuzz.workers.messages import JudgeSettings, RunRequest
+    from gapfuzz.workers.messages import RunRequest
     from gapfuzz.workers.runner import run_variant
+
+    from tests.judging import judge_settings
 
     payload = _linear_payload()
     sandbox.request(Executor.call, fault_helpers.as_built, (payload,), {}, keep_payloads=True)
@@ -131,7 +144,7 @@ def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
     def fetch():
         fetched.append(1)
         return payload
-    request = RunRequest("built#0", "built", None, [BackendSpec("eager", "cpu")], JudgeSettings("eager@cpu"))
+    request = RunRequest("built#0", "built", None, [BackendSpec("eager", "cpu")], judge_settings("eager@cpu"))
     outcomes, _ = run_variant(sandbox, request, fetch=fetch)
     assert outcomes[0].status == "ok" and not fetched
     sandbox.stop()  # a fresh process does not have it: the payload is fetched and sent

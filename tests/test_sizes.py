@@ -7,7 +7,8 @@ import torch
 from gapfuzz.fuzzer.campaign import CampaignError, from_dict
 from gapfuzz.fuzzer.plan import plan, select_seeds, with_sizes
 from gapfuzz.seeds import create_seed
-from gapfuzz.seeds.sizes import DIMENSION_SIZES, SizedId, SizeError, choose
+from gapfuzz.core.ids import SeedId
+from gapfuzz.seeds.sizes import DIMENSION_SIZES, SizeError, choose
 from gapfuzz.seeds.sources.op_sizes import resize
 from torch.testing._internal.opinfo.core import SampleInput
 
@@ -15,13 +16,13 @@ BASE = {"backends": {"targets": ["inductor@cpu"]}}
 
 
 def test_a_sized_id_reads_back_and_refuses_a_size_that_is_no_number():
-    assert SizedId.parse("ops/sum/float32/0@1025") == SizedId("ops/sum/float32/0", 1025)
-    assert str(SizedId("timm/test_vit", 48)) == "timm/test_vit@48"
-    assert SizedId.parse("timm/test_vit").size is None
-    along = SizedId.parse("ops/softmax/float32/1@d4097")
-    assert along == SizedId("ops/softmax/float32/1", along=4097) and str(along) == "ops/softmax/float32/1@d4097"
+    assert SeedId.parse("ops/sum/float32/0@1025") == SeedId("ops/sum/float32/0", 1025)
+    assert str(SeedId("timm/test_vit", 48)) == "timm/test_vit@48"
+    assert SeedId.parse("timm/test_vit").size is None
+    along = SeedId.parse("ops/softmax/float32/1@d4097")
+    assert along == SeedId("ops/softmax/float32/1", along=4097) and str(along) == "ops/softmax/float32/1@d4097"
     with pytest.raises(Exception, match="whole number"):
-        SizedId.parse("timm/test_vit@big")
+        SeedId.parse("timm/test_vit@big")
 
 
 def test_every_draw_holds_a_small_a_middle_and_a_large_size():
@@ -69,7 +70,7 @@ def test_a_campaign_plans_its_sizes_as_seeds_of_their_own_with_fewer_variants():
                    "variants": {"per_seed": 3}, "sizes": {"per_seed": 2, "variants": 1, "widths": 0}})
     ids = with_sizes(c, select_seeds(c))
     assert ids[0] == "ops/sum/float32/0" and ids[3] == "timm/test_vit" and len(ids) == 6
-    assert all(SizedId.parse(i).size is not None for i in ids[1:3] + ids[4:])
+    assert all(SeedId.parse(i).size is not None for i in ids[1:3] + ids[4:])
     counts = {w.seed_id: len(w.indices) for w in plan(c, ids, set())}
     assert counts["ops/sum/float32/0"] == 3 and counts[ids[1]] == 1
     off = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_vit"]}],
@@ -83,7 +84,7 @@ def test_a_campaign_plans_widths_as_seeds_of_their_own_past_1024():
                                      {"source": "transformers", "include": ["hf/llama/causal-lm"]}],
                    "sizes": {"per_seed": 0, "widths": 2}})
     ids = with_sizes(c, select_seeds(c))
-    wide = {i: SizedId.parse(i) for i in ids if SizedId.parse(i).width is not None}
+    wide = {i: SeedId.parse(i) for i in ids if SeedId.parse(i).width is not None}
     assert {w.base for w in wide.values()} == {"ops/mm/float32/0", "timm/test_vit", "hf/llama/causal-lm"}
     assert all(len([w for w in wide.values() if w.base == b]) == 2 for b in ("timm/test_vit", "hf/llama/causal-lm"))
     # handed out per source in width_order: a tail past 2048 and its multiple first
@@ -99,7 +100,7 @@ def test_widths_are_handed_out_over_a_campaign_a_tail_past_2048_first():
     assert width_order([768, 1000, 3000, 4096]) == [3000, 1000, 4096, 768]  # a tail without its multiple listed
     c = from_dict({**BASE, "seeds": [{"source": "timm", "include": ["test_resnet", "test_vit", "test_convnext"]}],
                    "sizes": {"per_seed": 0}})  # one width per seed, as by default
-    widths = [SizedId.parse(i).width for i in with_sizes(c, select_seeds(c)) if SizedId.parse(i).width]
+    widths = [SeedId.parse(i).width for i in with_sizes(c, select_seeds(c)) if SeedId.parse(i).width]
     assert widths == [2050, 2048, 4098]  # the first seed takes a tail past 2048 even alone
 
 
@@ -112,7 +113,7 @@ def test_a_model_rebuilt_at_a_width_has_that_many_features(seed_id, width):
     model = built.model
     got = getattr(getattr(model, "config", None), "hidden_size", None) or getattr(model, "num_features", None) \
         or getattr(model, "hidden_dim", None)
-    assert got == width and SizedId.parse(built.info.id).width == width
+    assert got == width and SeedId.parse(built.info.id).width == width
 
 
 def test_layer_norm_is_rebuilt_at_a_size_and_a_width_with_its_normalised_shape():

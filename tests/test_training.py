@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gapfuzz.core.bugs import Kind, Mode, Symptom, Verdict
+from gapfuzz.core.bugs import Kind, Symptom, Verdict
+from gapfuzz.core.modes import Mode
 from gapfuzz.core.ir import Variant
 from gapfuzz.workers.compare import Tolerances
 from gapfuzz.workers.judge import judge_outputs

@@ -1,6 +1,7 @@
 """Clusters from real torch, Inductor, ONNX Runtime and OpenVINO messages; ids, severity, vendor flag, tables."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -280,6 +281,42 @@ def test_analysis_api_does_not_import_torch():
             "assert not heavy, heavy; print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("command", ["triage", "diff", "report", "bad input"])
+def test_reading_a_run_from_the_cli_imports_neither_torch_nor_ray(tmp_path, command):
+    run = write_run(tmp_path / "run", [SAME["torch view"][0]])
+    args = {"triage": ["triage", run], "diff": ["diff", run, run], "report": ["report", run],
+            "bad input": ["triage", tmp_path / "missing"]}[command]
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gapfuzz.fuzzer.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == (2 if command == "bad input" else 0), proc.stderr[-2000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    heavy = [m for m in imported if m.split(".")[0] in ("torch", "ray")]
+    assert imported and not heavy, heavy[:5]
+
+
+def test_a_cell_holding_a_bar_or_a_newline_stays_in_its_row_and_column():
+    from gapfuzz.analysis.table import format_table, markdown_table
+
+    md = markdown_table(pd.DataFrame({"a|b": ["x | y", "two\nlines"], "n": [1.5, float("nan")]})).splitlines()
+    assert md == ["| a\\|b | n |", "|---|---|", "| x \\| y | 1.5 |", "| two lines |  |"]
+    assert all(len(re.split(r"(?<!\\)\|", line)) == 4 for line in md)  # two cells a row, as in the header
+    text = format_table(["cluster", "what"], [["c-1", "a | b\nc"], ["c-22", "x" * 200], ["[red]c[/red]", None]],
+                        max_width=20).splitlines()
+    assert text[0].split() == ["cluster", "what"] and set(text[1]) == {"-", " "}
+    assert text[2:] == ["c-1           a | b c", "c-22          " + "x" * 19 + "…", "[red]c[/red]"]  # no markup
+
+
+def test_seed_failures_name_the_source_and_limit_of_a_worker_that_hit_one():
+    from gapfuzz.analysis.seed_report import top_failures
+
+    df = pd.DataFrame([dict(seed_id=f"timm/m{i}", source="", status="oom", stage="build", message=None,
+                            error_type="limit:memory 5.0GiB") for i in range(2)] +
+                      [dict(seed_id="timm/x", source="timm", status="error", stage="capture", message="no",
+                            error_type="torch._dynamo.exc.Unsupported")])
+    rows = top_failures(df)[["source", "error_type", "seeds"]].values.tolist()
+    assert rows == [["timm", "limit:memory 5.0GiB", 2], ["timm", "Unsupported", 1]]
 
 
 def write_run(path, messages: list[str], status: str = "error"):

@@ -12,11 +12,13 @@ from gapfuzz.seeds.capture import capture
 from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
 from gapfuzz.workers.align import AlignLedger, Location
 from gapfuzz.workers.compare import Tolerances, compare
-from gapfuzz.workers.messages import JudgeSettings, RunRequest
+from gapfuzz.workers.messages import RunRequest
 from gapfuzz.workers.registry import parse_backend
 from gapfuzz.workers.runner import run_variant
 from gapfuzz.workers.sandbox import Sandbox
 from gapfuzz.workers.task import task_agreement
+
+from tests.judging import judge_settings
 
 S = Tolerances()
 
@@ -90,7 +92,7 @@ def sandbox():
 
 def _run(sandbox, variant, target, output_kind="tensor", **settings):
     specs = [parse_backend("eager@cpu"), parse_backend("eager-fp64@cpu"), target]
-    judge = JudgeSettings("eager@cpu", "eager-fp64@cpu", repeats=1, timeout_s=120, **settings)
+    judge = judge_settings("eager@cpu", "eager-fp64@cpu", repeats=1, timeout_s=120, **settings)
     request = RunRequest("v", "s", variant.to_payload(), specs, judge, output_kind, list(variant.output_names))
     outcomes, _ = run_variant(sandbox, request)
     return outcomes[2]

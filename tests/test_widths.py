@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gapfuzz.seeds.sizes import SizedId
+from gapfuzz.core.ids import SeedId
 
 WIDE = """
 name: wide
@@ -32,6 +32,6 @@ def test_a_layer_norm_that_reads_one_block_of_a_row_is_found_only_at_a_width(tmp
     wrong = set(mine[mine["status"] == "mismatch"]["seed_id"])
     assert wrong == {"hf/bert/masked-lm@w2050"}, sorted(set(mine["seed_id"]))  # the first width handed out
     assert (mine[mine["seed_id"] == "hf/bert/masked-lm"]["status"] == "ok").all()
-    assert SizedId.parse(next(iter(wrong))).width > 1024
+    assert SeedId.parse(next(iter(wrong))).width > 1024
     found = load_run(tmp_path / "wide").clusters(vendor=True)
     assert found["backends"].map(lambda b: "narrow-layer-norm@cpu" in b).any()

@@ -1,7 +1,8 @@
 """Attribute a variant's compiler findings inside their stacks, once per case (``workers.culprit``).
 
-Runs after the judge and tier 2, on what they found: a target-divergent run that no hypothesis
-explains, or a run that raised at compile or run time, of a stack that compiled it through
+The judging chain's last pass (``workers.chain``), after the judge and tier 2 (location), on what
+they found: a target-divergent run that no hypothesis explains, or a run that raised at compile or
+run time, of a stack that compiled it through
 ``torch.compile`` (bisected in the sandbox by ``Executor.bisect``) or that names option sets
 without its optimisations (run again with each, here). A case is (seed, stack, bug key), as for
 tier 2: the first run of a case is attributed, the others inherit the culprit (the ledger), so
@@ -13,14 +14,12 @@ import dataclasses
 import time
 
 from gapfuzz.core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_key
-from gapfuzz.core.ir import packed_outputs
 
 from .compare import compare
 from .align import ask as _ask
 from .culprit import KERNEL_OR_CONVERSION, OPTIMISER, Culprit
-from .executor import Executor
 from .probes import EXAMPLE, Probe
-from .sandbox import Fault, RemoteError
+from .sandbox import Fault
 
 TORCH_COMPILERS = ("inductor", "aot_autograd")
 
@@ -42,13 +41,12 @@ def attributable(o, spec) -> bool:
         o.compiler in TORCH_COMPILERS or bool(cls.unoptimised) or bool(cls.passes))
 
 
-def attribute_findings(job, outcomes: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:
-    """Give each attributable run its culprit columns: found here, or inherited from its case."""
+def attribute_findings(job, runs: list, specs: dict, known: dict, reference: str, seed_id: str, ledger) -> None:
+    """Give each of ``runs`` (attributable ones: ``attributable``) its culprit columns: found here, or
+    inherited from its case. ``job`` is the variant's ``runner.VariantJob``."""
     done: dict[tuple, Culprit] = {}
-    for o in outcomes:
-        spec = specs.get(o.backend)
-        if spec is None or not attributable(o, spec):
-            continue
+    for o in runs:
+        spec = specs[o.backend]
         key = bug_key(o.key_fields())
         case = (o.backend, key.id if key else "")
         if case in done:
@@ -78,17 +76,7 @@ def bisect_run(job, spec, o, probe: Probe, ref) -> dict:
     failure = o.error_type if _finding(o) == "failure" else None
     if failure is None and not isinstance(ref, list):
         return {"bisect_error": "no reference outputs to bisect against"}
-    try:
-        job._load()
-        reply = job.sb.request(Executor.bisect, job.vid, spec, probe, packed_outputs(ref) if ref else [],
-                               job.s.compare, failure, job.s.bisect_budget_s,
-                               timeout=job.s.bisect_budget_s + (spec.timeout_s or job.s.timeout_s) * 2)
-    except RemoteError as e:
-        return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
-    if isinstance(reply, Fault):
-        job.loaded = False
-        return {"bisect_error": f"{reply.status} {reply.cause or ''}".strip()}
-    return reply
+    return job.bisect(spec, probe, ref, failure)
 
 
 def differential(job, spec, o, probe: Probe, ref) -> dict:
@@ -115,7 +103,7 @@ def _shows(job, spec, o, probe: Probe, ref, options: dict):
     """Whether the stack under ``options`` (over the run's own) still shows the run's finding on its
     probe; a dict of columns when that could not be told (its process died)."""
     quiet = dataclasses.replace(spec, options={**spec.options, **options})
-    reply = job._run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
+    reply = job.run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
     if isinstance(reply, Fault):
         return {"bisect_error": f"{options}: {reply.status} {reply.cause or ''}".strip()}
     if probe.kind == EXAMPLE:

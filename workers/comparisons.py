@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from gapfuzz.core.bugs import Explanation, Status, Verdict
+from gapfuzz.core.ids import BackendName
 from gapfuzz.results.schema import RunRecord
 
 from .compare import compare
@@ -25,7 +26,7 @@ DIVERGED = (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT, Verdict.REFEREN
 
 def on_device(name: str, device: str) -> str:
     """``stack@host`` as the same stack on ``device``."""
-    return f"{name.rpartition('@')[0]}@{device}"
+    return str(BackendName.loose(name).on(device))
 
 
 def tf32_tolerances(tol):

@@ -7,7 +7,7 @@ partition``: decompositions and the partitioner; ``inductor``) and, inside it, t
 application after which it appears, with the run's own inputs and tolerances as its predicate
 (``Executor.bisect``). A stack that names option sets without its optimisations
 (``Backend.unoptimised``: ONNX Runtime, OpenVINO) is run so instead, one step at a time
-(``VariantJob.attribute``). Either way the answer is a ``Culprit``: its ``layer`` (``optimiser``,
+(``workers.attribution.differential``). Either way the answer is a ``Culprit``: its ``layer`` (``optimiser``,
 ``kernel``, ``conversion``) says which of the stack's teams the report goes to, and its ``identity``
 joins the finding's bug key, so that one pass is one cluster whichever op it breaks.
 """
@@ -137,15 +137,16 @@ def bisect(good, budget_s: float = 900.0) -> dict:
 
 
 @contextlib.contextmanager
-def inductor_counters():
-    """Yields a dict that, on exit, holds whether Inductor compiled inside (``torch._dynamo.utils.
-    counters``), which of its passes ran (``compiler_passes``, from its pass timings) and which of
-    its pattern-matcher patterns fired (``compiler_patterns``): a campaign's pass coverage."""
+def inductor_counters(found: dict | None = None):
+    """Yields a dict (``found``, or a new one) that, on exit, holds whether Inductor compiled inside
+    (``torch._dynamo.utils.counters``), which of its passes ran (``compiler_passes``, from its pass
+    timings) and which of its pattern-matcher patterns fired (``compiler_patterns``): a campaign's
+    pass coverage."""
     import os
 
     from torch._dynamo.utils import compilation_time_metrics, counters
 
-    found: dict = {}
+    found = {} if found is None else found
     before = os.environ.get("TORCHINDUCTOR_PATTERN_MATCH_DEBUG")
     os.environ["TORCHINDUCTOR_PATTERN_MATCH_DEBUG"] = "1"  # read per match: per-pattern counts
     counters.clear()

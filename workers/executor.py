@@ -12,25 +12,20 @@ import faulthandler
 import gc
 import os
 import signal
-import statistics
 import sys
-import time
 from multiprocessing.connection import Connection
 
-from gapfuzz.core.bugs import Mode, Stage
-from gapfuzz.core.failures import Failure, describe
+from gapfuzz.core.failures import describe
 
 from . import pipe
-from .backend import stage_of
+from .backend_run import BackendRun, _prepared, to_host
 from .messages import Execution, PayloadReply
-from .outcome import new_outcome
 from .platform import Precision
-from .probes import RESIZE, Probe, ProbeSettings, choose, probed, roles, run_probes
+from .probes import RESIZE, Probe, ProbeSettings, choose, probed
 from .resize import resize_probes
 from .sandbox import RAISED, REPLY, rss_bytes
-from .backends.inductor import symbolic_sizes
-from .culprit import bisect, inductor_counters
-from .training import Trainer
+from .culprit import bisect
+from .training import autograd_for
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
 KEEP_BYTES = 1 << 30  # built payloads kept for local loads
@@ -47,61 +42,6 @@ def _die_with_parent() -> None:
             ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except OSError:
             pass
-
-
-def synchronize(device: str) -> None:
-    import torch
-
-    mod = {"cuda": "cuda", "mps": "mps", "xpu": "xpu", "npu": "npu"}.get(device)
-    if mod and hasattr(torch, mod):
-        getattr(torch, mod).synchronize()
-
-
-def to_host(out) -> list:
-    """Flat outputs, detached on the CPU; non-tensor leaves kept as plain values."""
-    import torch
-
-    host = []
-    for leaf in torch.utils._pytree.tree_leaves(out):
-        if isinstance(leaf, torch.Tensor):
-            host.append(leaf.detach().to("cpu", copy=True))
-        elif leaf is None or isinstance(leaf, (bool, int, float, str)):
-            host.append(leaf)
-        else:
-            host.append(repr(leaf))
-    return host
-
-
-def same_bits(a: list, b: list) -> bool:
-    import torch
-
-    from gapfuzz.core.ir import byte_view
-
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if x.numel() and not torch.equal(byte_view(x), byte_view(y)):
-                return False
-        elif x != y:
-            return False
-    return True
-
-
-def _prepared(backend, variant, inputs: tuple, device: str):
-    """The backend's callable on the variant: its forward, or in training its training step (the
-    parameters go where the inputs are)."""
-    if variant.mode == Mode.TRAINING:
-        return Trainer(variant.gm, backend.input_device or device).prepare(backend, inputs, device)
-    return backend.prepare(variant.gm, inputs, device)
-
-
-def first_call_stage(backend, exc: BaseException) -> Stage:
-    """Lazy compilers (torch.compile) compile on the first call: their errors are compile errors."""
-    origin = type(exc).__module__ or ""
-    return Stage.COMPILE if any(origin.startswith(m) for m in backend.compile_error_modules) else Stage.RUN
 
 
 class CompiledAtExample:
@@ -183,74 +123,14 @@ class Executor:
 
     def run(self, variant_id: str, spec, repeats: int = 3, probes: tuple = ()) -> Execution:
         """Prepare and run one backend (a BackendSpec) on the loaded variant's example inputs (timed), then
-        call the prepared backend once per probe (``workers.probes``); errors become a result."""
-        import torch
-
-        from gapfuzz.core.ir import clone_exact
-
+        call the prepared backend once per probe (``workers.probes``); errors become a result, each at
+        its own stage (``workers.backend_run``)."""
         self._settle()
-        precision = Precision.of(spec.options)
-        result = new_outcome(spec, **self.checksums)
-        result.tf32 = precision.tf32
-        outputs, probe_runs, sizes = None, [], {}
-        device = spec.device
-        stage, started = Stage.COMPILE, None
+        run = BackendRun(spec, self.checksums, lambda backend: self._variant_for(variant_id, backend))
         try:
-            backend = spec.create()
-            variant = self._variant_for(variant_id, backend)
-            stage = backend.prepare_stage
-            device = backend.input_device or device
-            inputs = tuple(t.to(device) for t in variant.inputs)
-            calls = [tuple(clone_exact(t) for t in inputs) for _ in range(repeats + 1)]
-            training = variant.mode == Mode.TRAINING
-            if training and not backend.trains:
-                raise NotImplementedError(f"{spec.stack} does not train (its prepared callable is not differentiable)")
-            with torch.enable_grad() if training else torch.no_grad(), inductor_counters() as compiled, \
-                    symbolic_sizes(sizes), precision.applied():
-                t0 = started = time.perf_counter()
-                try:
-                    fn = _prepared(backend, variant, inputs, spec.device)
-                except Exception as e:
-                    stage = stage_of(e, stage)
-                    raise
-                stage = Stage.RUN
-                t1 = time.perf_counter()
-                try:
-                    first = to_host(fn(*calls[0]))
-                except Exception as e:
-                    stage = first_call_stage(backend, e)
-                    raise
-                synchronize(device)
-                t2 = time.perf_counter()
-                result.prepare_s, result.first_run_s = t2 - t0, t2 - t1
-                times, last = [], first
-                for args in calls[1:]:
-                    t0 = time.perf_counter()
-                    out = fn(*args)
-                    synchronize(device)
-                    times.append(time.perf_counter() - t0)
-                    last = out
-                last = to_host(last)
-                probe_runs = run_probes(lambda fed: to_host(fn(*(clone_exact(t) for t in fed))), inputs,
-                                        roles(variant.gm, variant.inputs), list(probes))
-            result.latency_ms = 1e3 * statistics.median(times) if times else None
-            result.run_s, result.runs = sum(times), len(times)
-            outputs = first
-            result.nondeterministic = not same_bits(first, last)
-            result.inputs_mutated = not same_bits(to_host(list(calls[0])), list(variant.inputs))
-            result.backend_info = dict(backend.info or {})
-        except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
-            if started is not None and result.prepare_s is None:
-                result.prepare_s = time.perf_counter() - started  # the time the failed prepare took
-            Failure.from_exception(e, stage).onto(result)
+            return run.execute(repeats, probes)
         finally:
-            self._release(device)
-            result.compiler = compiled.get("compiler") if compiled.get("via_dynamo", True) else \
-                compiled.get("compiler") and f"{compiled['compiler']}-aot"
-            result.compiler_passes = compiled.get("compiler_passes", [])
-            result.compiler_patterns = compiled.get("compiler_patterns", [])
-            result.symbolic = sizes.get("symbolic")
-        return Execution(result, outputs, probe_runs)
+            self._release(run.device)
 
     def bisect(self, variant_id: str, spec, probe: Probe, reference: list, settings, error_type: str | None,
                budget_s: float = 900.0) -> dict:
@@ -276,8 +156,7 @@ class Executor:
         def good() -> bool:
             torch._dynamo.reset()
             try:
-                with torch.enable_grad() if variant.mode == Mode.TRAINING else torch.no_grad(), \
-                        Precision.of(spec.options).applied():
+                with autograd_for(variant), Precision.of(spec.options).applied():
                     fn = _prepared(spec.create(), variant, first or inputs, spec.device)
                     if first:
                         fn(*(clone_exact(t) for t in first))

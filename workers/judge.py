@@ -1,8 +1,9 @@
-"""Tiers 1 and 3 and attribution: a target's outputs against the reference, blamed with the oracle.
+"""Tiers 1 and 3 (closeness and task) and attribution: a target's outputs against the reference, blamed
+with the oracle.
 
-``judge_outputs`` is the one function that turns outputs into a ``Judgement`` (a record's
-comparison columns); the campaign's ``Judge`` calls it for every run, and a reproducer copies it,
-so both decide alike.
+``judge_closeness`` is the one function that turns outputs into a ``Judgement`` (a record's
+comparison columns); the campaign's ``Judge`` calls it for every run, and its task pass
+(``workers.chain``) adds ``task_agreement``, which ``judge_outputs`` does in one call.
 """
 from __future__ import annotations
 
@@ -37,23 +38,34 @@ class Judgement:
     def verdict(self) -> str:
         return self.attribution.verdict
 
+    def closeness_columns(self) -> dict:
+        """The record's tier-1 columns (``worst_output`` an index into the outputs)."""
+        return {**self.attribution.columns(), "symptom": self.symptom}
+
     def columns(self) -> dict:
-        """The record's comparison columns (``worst_output`` an index into the outputs)."""
-        return {**self.attribution.columns(), "symptom": self.symptom, "task_metric": self.task_metric,
-                "task_agree": self.task_agree, "top5_agree": self.top5_agree}
+        """The record's comparison columns, tiers 1 and 3."""
+        return {**self.closeness_columns(), "task_metric": self.task_metric, "task_agree": self.task_agree,
+                "top5_agree": self.top5_agree}
 
 
-def judge_outputs(out: list, ref: list, oracle: list | None, settings: Tolerances, kind: str, names: list,
-                  detection_adapter: bool = True) -> Judgement:
-    """Tiers 1 and 3 of one target's outputs against the reference, attributed with the oracle
-    (a reproducer judges with this very function)."""
+def judge_closeness(out: list, ref: list, oracle: list | None, settings: Tolerances, names: list) -> Judgement:
+    """Tier 1 (closeness) of one target's outputs against the reference, attributed with the oracle."""
     v = attribute(out, ref, oracle, settings)
     symptom = v.closeness.symptom
     k = forward_count(names)
     if symptom is not None and k < len(names) and compare(out[:k], ref[:k], settings).passed:
         # training: the forward and the loss agree, a gradient does not (its NaN/Inf pattern, or its values)
         symptom = Symptom.GRAD_NONFINITE if symptom == Symptom.NONFINITE else Symptom.GRAD
-    return Judgement(v, symptom, **task_agreement(kind, out, ref, names, detection_adapter, v.closeness.max_abs_err))
+    return Judgement(v, symptom)
+
+
+def judge_outputs(out: list, ref: list, oracle: list | None, settings: Tolerances, kind: str, names: list,
+                  detection_adapter: bool = True) -> Judgement:
+    """Tiers 1 and 3 (closeness and task) of one target's outputs against the reference, attributed with
+    the oracle: what the campaign's ``Judge`` and its task pass decide together."""
+    j = judge_closeness(out, ref, oracle, settings, names)
+    return dataclasses.replace(j, **task_agreement(kind, out, ref, names, detection_adapter,
+                                                   j.attribution.closeness.max_abs_err))
 
 
 _NOT_A_CHECK = re.compile(r"ZeroDivisionError|division by zero|scalar type|device|dtype", re.I)
@@ -114,7 +126,7 @@ def exact(tolerances: Tolerances) -> Tolerances:
 
 
 class Judge:
-    """Tiers 1 and 3 and attribution for one target's outputs; the seed's outputs, for a
+    """Tiers 1 and 3 (closeness, ``task``) and attribution for one target's outputs; the seed's outputs, for a
     semantics-preserving variant, break the tie when the fp64 oracle cannot."""
 
     def __init__(self, s: JudgeSettings, request: RunRequest, ref: list | None, oracle: list | None,
@@ -136,8 +148,7 @@ class Judge:
         if o.backend == self.s.oracle:
             self._set(o, {**attribute(out, self.ref, None, self.tol).columns(), "verdict": Verdict.ORACLE})
             return
-        self._set(o, judge_outputs(out, self.ref, self.oracle, self.tol, self.kind, self.names,
-                                   self.s.detection_adapter).columns())
+        self._set(o, judge_closeness(out, self.ref, self.oracle, self.tol, self.names).closeness_columns())
         if self.seed is not None:
             self._metamorphic(o, out)
         if self.dtype_bound and o.verdict == Verdict.NO_ORACLE:
@@ -146,6 +157,12 @@ class Judge:
             o.update(verdict=Verdict.TARGET_DIVERGENT, symptom=Symptom.STRICT)
         if o.verdict in DIVERGENT:
             o.status, o.stage = Status.MISMATCH, Stage.COMPARE
+
+    def task(self, o: RunRecord, outputs: list) -> None:
+        """Tier 3 (task agreement) of a run this judge judged against its reference (not the oracle's run):
+        a near-tie in the reference within the run's largest error counts as agreement."""
+        o.update(**task_agreement(self.kind, self.canon(outputs), self.ref, self.names, self.s.detection_adapter,
+                                  o.max_abs_err))
 
     def _set(self, o: RunRecord, columns: dict) -> None:
         """The columns on the record, the worst output by its name."""

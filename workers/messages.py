@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gapfuzz.core.setting import MAX_PER_SEED, setting
+from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.results.schema import RunRecord
 
 from .compare import Tolerances
@@ -40,24 +42,40 @@ class CallReply:
         return self.fault is None and self.error is None
 
 
-@dataclass
-class JudgeSettings:
-    """How a campaign runs and judges every variant; resolved once per campaign."""
+@dataclass(frozen=True, kw_only=True)
+class JudgeRun:
+    """The campaign's ``run:`` settings the workers read; the campaign's ``RunSettings`` adds the rest
+    (``fuzzer.settings``). A key added here reaches the file, its schema and every worker."""
+
+    timeout_s: float = setting(300, "seconds one backend's run may take", exclusiveMinimum=0)
+    repeats: int = setting(3, "timed calls of each run after its first", minimum=0, maximum=MAX_PER_SEED)
+    retry_faults: bool = setting(True, "a run whose worker died is run again once in a fresh one")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeCompare:
+    """The campaign's ``compare:`` settings the workers read, as they are (the tolerances come as one
+    ``Tolerances``, built by the campaign's ``CompareSettings``)."""
+
+    detection_adapter: bool = setting(True, "canonical candidate order before comparing and before NMS")
+    align: bool = setting(True, "tier 2 for target-divergent runs (workers.align)")
+    explain: bool = setting(True, "test explanation hypotheses on eager for divergent runs (workers.explain)")
+    bisect: bool = setting(True, "attribute a finding inside its stack, once per case (workers.culprit)")
+    bisect_budget_s: float = setting(900, "wall time one bisection may take before it stops unfinished",
+                                     exclusiveMinimum=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeSettings(JudgeRun, JudgeCompare):
+    """How a campaign runs and judges every variant: the settings above, from the resolved campaign
+    (``Campaign.judge_settings``, its one builder), and what the driver adds. No field has a default."""
 
     reference: str
-    oracle: str | None = None
-    timeout_s: float = 300.0
-    repeats: int = 3
-    retry_faults: bool = True
-    compare: Tolerances = field(default_factory=Tolerances)
-    detection_adapter: bool = True  # canonical candidate order before comparing and before NMS
-    align: bool = True  # tier 2 for target-divergent runs
-    ledger: object = None  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run
-    probes: ProbeSettings | None = None  # None: the example inputs alone
-    explain: bool = True  # test explanation hypotheses on eager for divergent runs (workers.explain)
-    bisect: bool = True  # attribute a finding inside its stack, once per case (workers.culprit)
-    bisect_budget_s: float = 900.0  # one bisection's wall-time budget
-    device_references: dict = field(default_factory=dict)  # device -> what its targets are judged against
+    oracle: str | None
+    compare: Tolerances
+    ledger: object  # an AlignLedger (or its Ray actor): tier 2 once per case, not per run; None: every run
+    probes: ProbeSettings | None  # None: the example inputs alone
+    device_references: dict  # device -> what its targets are judged against
 
 
 @dataclass
@@ -71,7 +89,7 @@ class RunRequest:
     settings: JudgeSettings
     output_kind: str = "tensor"  # the seed's, for tier 3
     output_names: list = field(default_factory=list)
-    mode: str = "inference"  # core.bugs.Mode of the variant
+    mode: str = DEFAULT_MODE  # core.modes.Mode of the variant
 
 
 @dataclass

@@ -11,6 +11,7 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 
 from gapfuzz.core.covering import DRAW, PAIRS, option_set
+from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 from gapfuzz.core.registry import PluginError, Registry, import_module
 
 from .backend import DEVICES, Backend, adapt
@@ -70,7 +71,7 @@ class BackendSpec:
     label: str = ""  # the stack part of the record's backend name; defaults to the stack
     cls_path: str | None = None  # module:Class for a stack loaded from a path
     timeout_s: float | None = None  # this backend's limit per run; None: the campaign's
-    modes: tuple = ("inference",)  # core.bugs.Mode values: the runs it gets (training only if it trains)
+    modes: tuple = (DEFAULT_MODE,)  # core.modes names: the runs it gets (one that goes backward only if it trains)
     option_space: dict = field(default_factory=dict)  # option -> values: each variant gets one set (for_variant)
     option_cover: str | dict = PAIRS  # how: pairs, all or {all: [options]} (core.covering), or draw
 
@@ -111,7 +112,7 @@ class BackendSpec:
     def runs_in(self, mode: str) -> bool:
         """Whether a variant of ``mode`` gets a run of this backend: a stack that cannot train gets no
         training run (no record, no failure)."""
-        return mode in self.modes and (mode == "inference" or self.backend_cls().trains)
+        return mode in self.modes and (not mode_of(mode).backward or self.backend_cls().trains)
 
 
 def parse_backend(name: str, options: dict | None = None, label: str | None = None,

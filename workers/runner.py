@@ -2,9 +2,10 @@
 
 Everything here is the pool's job, not the backend's: timeouts, isolation, the retry that tells a
 reproducible crash from a flaky one, the probes (each prepared backend is called on several input
-sets, ``workers.probes``: one record per probe), timing and comparing, and testing on eager why a
-run diverges (``workers.explain``) before tier 2 locates it. A crash in a batch of probes
-is pinned on the input that caused it by running the example alone, then each probe alone.
+sets, ``workers.probes``: one record per probe), timing, and the sandbox calls the judging chain
+makes (``workers.chain``: the passes that judge, explain, locate and attribute each run once all
+ran). A crash in a batch of probes is pinned on the input that caused it by running the example
+alone, then each probe alone.
 """
 from __future__ import annotations
 
@@ -13,18 +14,17 @@ import platform
 import socket
 import time
 
-from gapfuzz.core.bugs import FAILED, GRADIENT_SYMPTOMS, Mode, Stage, Status, Verdict, bug_key
+from gapfuzz.core.bugs import FAILED, Stage, Status
 from gapfuzz.core.failures import Failure
 from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
+from gapfuzz.core.ids import BackendName
 from gapfuzz.results.schema import RunRecord
 
-from .align import LOCATION_FIELDS, Location, align_case, ask as _ask
-from .attribution import attribute_findings
-from .compare import compare
-from .consensus import bit_exact, dtype_bound, find_consensus
+from .chain import PROBE_CHAIN, VARIANT_CHAIN, Judging
+from .comparisons import Judges
+from .consensus import bit_exact, dtype_bound
 from .executor import Executor
 from .explain import declared, explain, hypotheses, measure
-from .comparisons import Judges, platform_explains, tf32_explains
 from .judge import RefusedProbe
 from .messages import Execution, JudgeSettings, RunRequest
 from .outcome import new_outcome
@@ -33,7 +33,6 @@ from .probes import EXAMPLE, RESIZE, Probe, ProbeRun
 from .resize import takes_resizes
 from .registry import BackendSpec
 from .sandbox import Fault, RemoteError, Sandbox
-from .training import GRAD
 
 
 def _versions() -> dict:
@@ -111,7 +110,9 @@ class VariantJob:
         chosen = self.stack_probes.get(spec.backend_cls().any_strides, self.probes)
         return chosen if takes_resizes(spec.options) else [p for p in chosen if p.kind != RESIZE]
 
-    def _run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
+    def run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
+        """``spec`` prepared and run on the example and ``probes`` (``repeats`` timed calls: the settings'
+        by default); a fault means the executor that held the variant is gone."""
         self._load()
         reply = self.sb.request(Executor.run, self.vid, spec, self.s.repeats if repeats is None else repeats,
                                 tuple(probes), timeout=spec.timeout_s or self.s.timeout_s)
@@ -120,7 +121,7 @@ class VariantJob:
         return reply
 
     def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = (), symptom: str | None = None) -> dict:
-        """Tier 2 in the sandbox, on the probe's inputs; a fault or error there leaves the run located
+        """Tier 2 (location) in the sandbox, on the probe's inputs; a fault or error there leaves the run located
         nowhere, not lost."""
         self._load()
         try:
@@ -133,10 +134,25 @@ class VariantJob:
             return {"align_error": f"{reply.status} {reply.cause}"}
         return reply
 
+    def bisect(self, spec: BackendSpec, probe: Probe, ref: list | None, failure: str | None) -> dict:
+        """PyTorch's CompilerBisector on a run of ``spec`` (``Executor.bisect``: against ``ref``, or for
+        the error ``failure``), in the sandbox; a fault or error there is its ``bisect_error``."""
+        try:
+            self._load()
+            reply = self.sb.request(Executor.bisect, self.vid, spec, probe, packed_outputs(ref) if ref else [],
+                                    self.s.compare, failure, self.s.bisect_budget_s,
+                                    timeout=self.s.bisect_budget_s + (spec.timeout_s or self.s.timeout_s) * 2)
+        except RemoteError as e:
+            return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return {"bisect_error": f"{reply.status} {reply.cause or ''}".strip()}
+        return reply
+
     def _reference_device(self, spec: BackendSpec) -> str:
         """Where tier 2 and the emulations run the reference: the target's device when the reference or
         the device's own reference (``backends.device_reference``) runs there, else the host."""
-        device = self.s.reference.split("@")[-1]
+        device = BackendName.parse(self.s.reference).device
         own = self.s.device_references.get(spec.device) not in (None, spec.name)
         return spec.device if device == spec.device or own else "cpu"
 
@@ -147,7 +163,7 @@ class VariantJob:
             strict = dataclasses.replace(spec, options={**spec.options, TF32: False})
             others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
             try:
-                reply = self._run_once(strict, others, repeats=0)
+                reply = self.run_once(strict, others, repeats=0)
             except RemoteError:
                 reply = None
             got = self.strict[spec.name] = {}
@@ -156,11 +172,9 @@ class VariantJob:
                 got.update({r.probe.name: r.outputs for r in reply.probes if r.status == Status.OK})
         return self.strict[spec.name].get(probe.name)
 
-    def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list, output_kind: str) -> None:
+    def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list) -> None:
         """The hypothesis that explains a divergent run (``workers.explain``), from eager's emulations on
         the probe, each computed once per probe for all the targets; a fault or error leaves it unexplained."""
-        if output_kind == "boxes":
-            return  # detections are compared after canonical ordering: emulations are not
         modes = hypotheses(o.verdict, bool(o.tf32), declared(o.backend_info, spec.options))
         done = self.emulated.setdefault(probe.name, {})
         missing = tuple(m for m in modes if m not in done)
@@ -206,7 +220,7 @@ class VariantJob:
         try:
             self._load()
             others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
-            reply = self._run_once(spec, others)
+            reply = self.run_once(spec, others)
         except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
             reply = new_outcome(spec, Failure.from_error(e.info, Stage.RUN))
         if isinstance(reply, Fault):
@@ -235,15 +249,15 @@ class VariantJob:
         out = new_outcome(spec, Failure.from_fault(fault, Stage.RUN))
         if not others:  # no probes: the retry only tells a reproducible fault from a flaky one
             if self.s.retry_faults:
-                out.reproducible = isinstance(self._run_once(spec, []), Fault)
+                out.reproducible = isinstance(self.run_once(spec, []), Fault)
             return [out]
-        alone = self._run_once(spec, [])
+        alone = self.run_once(spec, [])
         if isinstance(alone, Fault):
             out.reproducible = True
             return [out]  # the backend dies before any probe could run
         outcomes = self._take(spec, alone)
         for probe in others:
-            reply = self._run_once(spec, [probe], repeats=0)
+            reply = self.run_once(spec, [probe], repeats=0)
             if isinstance(reply, Fault):
                 outcomes.append(new_outcome(spec, Failure.from_fault(reply, Stage.RUN), probe))
             else:
@@ -267,58 +281,17 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             if o.status in (Status.ERROR, Status.UNSUPPORTED):  # an input the model refuses: not a finding
                 o.status = Status.SKIPPED
                 o.message = f"the reference refuses this probe: {o.error_type}: {o.message or ''}"[:2000]
-    located: dict[tuple, RunRecord] = {}  # (backend, symptom) -> its first located run in this variant
+    judging = Judging(job, request, s, specs, known, outcomes)
     for probe in job.probes:
         refused = known.get((s.reference, probe.name))
         if isinstance(refused, RefusedProbe):
-            targets = [o for o in outcomes if o.probe == probe.name and o.backend != s.reference]
-            returned = refused.checks_input and any(o.status == Status.OK and o.backend != s.oracle for o in targets)
-            op = job.raising_op(probe) if returned else None  # which operator's check a target dropped
-            for o in targets:
-                refused.excuse(o, op, target=o.backend != s.oracle)
+            _excuse(job, s, probe, refused, [o for o in outcomes if o.probe == probe.name and o.backend != s.reference])
             continue
         judges = Judges(s, request, known, probe.name, seed_outputs if probe.kind == EXAMPLE else None, job.ops,
                         dtype_bound=job.dtype_bound, strict=job.bit_exact)
-        here = [o for o in outcomes if o.probe == probe.name]
-        clean = {o.backend for o in here if o.status == Status.OK}
-        judged = [o for o in here if o.status == Status.OK and o.backend != s.reference]
-        for o in judged:
-            judges.judge(o, job.outputs[(o.backend, probe.name)], clean)
-        for o in judged:
-            platform_explains(o, s, here, job.outputs, judges.tol)
-        for against_, judge in judges.made.items():
-            group = [o for o in judged if (o.judged_against, bool(o.tf32)) == against_ and o.backend != s.oracle
-                     and o.explanation is None]
-            find_consensus(group, {o.backend: job.outputs[(o.backend, probe.name)] for o in group},
-                           {o.backend: specs[o.backend].stack for o in group}, judge.tol,
-                           lambda: job.numpy_answer(probe))
-        for o in judged:
-            reference = known[(o.judged_against, probe.name)]
-            if o.tf32 and o.status == Status.MISMATCH and o.explanation is None:
-                tf32_explains(o, job.strict_outputs(specs[o.backend], probe), judges[(o.judged_against, False)])
-            if s.explain and request.mode == Mode.INFERENCE and o.explanation is None and \
-                    o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT):
-                job.explain(o, specs[o.backend], probe, reference, request.output_kind)
-            symptom_located = (o.backend, o.symptom)
-            if o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and s.align:
-                if symptom_located in located:
-                    _share_location(o, located[symptom_located])
-                else:
-                    case = align_case(request.seed_id, bug_key(o.key_fields()), o.output_dtype)
-                    wrong = wrong_gradients(job.outputs[(o.backend, probe.name)], reference,
-                                            request.output_names, s.compare) \
-                        if o.symptom in GRADIENT_SYMPTOMS else ()
-                    _locate(job, specs[o.backend], o, case, s.ledger, probe, wrong)
-                    located[symptom_located] = o
-                if o.amplified:
-                    o.verdict = Verdict.AMPLIFIED
-    if s.bisect:
-        try:
-            attribute_findings(job, outcomes, specs, known, s.reference, request.seed_id, s.ledger)
-        except Exception as e:  # noqa: BLE001 - attribution names a culprit; its failure must not cost the records
-            for o in outcomes:
-                if o.status == Status.MISMATCH and not o.culprit:
-                    o.bisect_error = f"{type(e).__name__}: {str(e)[:300]}"
+        on_probe = judging.on(probe, judges)
+        PROBE_CHAIN.run(on_probe, [o for o in on_probe.here if o.status == Status.OK and o.backend != s.reference])
+    VARIANT_CHAIN.run(judging, outcomes)
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
@@ -336,32 +309,10 @@ def _with_resizes(request: RunRequest) -> JudgeSettings:
     return dataclasses.replace(s, probes=dataclasses.replace(s.probes, resize=True))
 
 
-def _share_location(o: RunRecord, first: RunRecord) -> None:
-    """Tier 2 runs once per (variant, backend, symptom), on the first probe that diverges so (it re-runs
-    the graph node by node, which on a model costs more than all the probes); a later probe with the
-    same symptom takes that location (a NaN probe's divergence has a tier 2 of its own: its cause
-    is seldom the example's)."""
-    if first.first_div_op:
-        o.update(**{k: getattr(first, k) for k in LOCATION_FIELDS})
-        o.align_error = f"not run: located on probe {first.probe}"
-    else:
-        o.align_error = f"not run: left to probe {first.probe} of this variant and backend"
-
-
-def wrong_gradients(out: list, ref: list, names: list, settings) -> tuple:
-    """The names of a training run's gradient outputs that differ from the reference's."""
-    return tuple(names[i] for i in range(min(len(out), len(ref), len(names)))
-                 if str(names[i]).startswith(GRAD) and not compare([out[i]], [ref[i]], settings).passed)
-
-
-def _locate(job: VariantJob, spec: BackendSpec, o: RunRecord, case: str, ledger, probe: Probe,
-            wrong_grads: tuple = ()) -> None:
-    """Tier 2 for one target-divergent run, unless the ledger says its case is located elsewhere."""
-    known = _ask(ledger.claim, case, job.vid) if ledger is not None else None
-    if known:
-        known.inherit(o)
-        return
-    t1 = time.perf_counter()
-    o.update(**job.align(spec, probe, wrong_grads, o.symptom), align_s=time.perf_counter() - t1)
-    if ledger is not None:
-        _ask(ledger.settle, case, Location.of(job.vid, o))
+def _excuse(job: VariantJob, s: JudgeSettings, probe: Probe, refused: RefusedProbe, targets: list[RunRecord]) -> None:
+    """The reference refused the probe: no target is judged on it (``RefusedProbe.excuse``); a PyTorch
+    compiler that returned where eager checked the input is told which operator's check it dropped."""
+    returned = refused.checks_input and any(o.status == Status.OK and o.backend != s.oracle for o in targets)
+    op = job.raising_op(probe) if returned else None
+    for o in targets:
+        refused.excuse(o, op, target=o.backend != s.oracle)

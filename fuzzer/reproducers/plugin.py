@@ -3,12 +3,14 @@ handed the graph as ``torch.export`` gives it (what gapfuzz hands every backend)
 against eager's for the cluster's symptom. The generic reproducer stands where this cannot show the bug."""
 from __future__ import annotations
 
+from gapfuzz.core.modes import mode_of
+
 from .case import Case, Script
 from .onnx_stacks import from_torch
 
 
 def plugin(case: Case, class_path: str) -> list[Script]:
-    if case.v.mode == "training":
+    if mode_of(case.v.mode).backward:
         return []  # the generic form runs gapfuzz's training step
     module, _, name = class_path.partition(":")
     prepare = f"{name}(**{dict(case.options)!r}).prepare(torch.export.export(Model(), inputs).module(), inputs, 'cpu')"

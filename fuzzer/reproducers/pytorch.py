@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.core.bugs import Mode
+from gapfuzz.core.modes import mode_of
 
 from .case import Case, Script, _args_block, _doc, _is_failure, _raises, compares, dropped_check, index_only
 from .literals import needs_nan_names
@@ -32,7 +32,7 @@ def torch_compile(case: Case) -> list[Script]:
         args = _args_block(case.v, weights)
         if args is None:
             return out
-        training = case.v.mode == Mode.TRAINING
+        mode = mode_of(case.v.mode)
         lines = [_doc(case, f"torch {torch.__version__.split('+')[0]}"), "import sys",
                  *(["from math import inf, nan"] if needs_nan_names(args) else []), "", "import torch",
                  *(["from torch._dynamo.utils import same"] if compares(case) else []),
@@ -47,16 +47,9 @@ def torch_compile(case: Case) -> list[Script]:
         elif case.check == "raises":
             lines += ["", *dropped_check("f(*args)", f"{compiled}(*args)", case)]
         else:
-            if training:
-                lines += ["", "", "def grads(fn, args):  # the forward, then a plain backward of a fixed projection",
-                          "    args = [a.detach().requires_grad_(a.is_floating_point()) for a in args]",
-                          "    out = fn(*args)",
-                          "    out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(0),"
-                          " dtype=out.dtype))",
-                          "    return out.detach(), *[a.grad for a in args if a.requires_grad]", "", ""]
-                call = lambda fn, a: f"grads({fn}, {a})"  # noqa: E731
-            else:
-                call = lambda fn, a: f"{fn}(*{a})"  # noqa: E731
+            if mode.compile_helper:  # a training step's: the forward, then a plain backward
+                lines += ["", "", *mode.compile_helper, "", ""]
+            call = lambda fn, a: mode.compile_call.format(fn=fn, args=a)  # noqa: E731
             wide = "[a.double() if a.is_floating_point() else a for a in args]"
             lines += [f"expected = {call('f', 'args')}  # eager",
                       f"fp64 = {call('f', wide)}",

@@ -219,7 +219,7 @@ def along(op, key: str, sample) -> list[Positions]:
 
 
 def rebuilt(op, key: str, sample, sized, seed_id: str, ops_of: Callable) -> tuple:
-    """The sample rebuilt as ``sized`` (a ``SizedId``) says, its ATen ops and the positions resized
+    """The sample rebuilt as ``sized`` (a ``SeedId``) says, its ATen ops and the positions resized
     along the operator (``@d<n>``, a matrix product's width): the first of ``_candidates`` that runs
     (``ops_of``: its ATen ops, or None when it fails on the CPU)."""
     why = SizeError(f"{seed_id}: the operator works along no dimension of its own but the main one")

@@ -45,7 +45,7 @@ from gapfuzz.core.files import write_whole
 from gapfuzz.core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import SizedId
+from gapfuzz.core.ids import SeedId
 from .op_samples import flatten_sample, sample_tensors
 from .op_sizes import along, main_dimension, rebuilt
 from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
@@ -327,11 +327,11 @@ class OpsSource(SeedSource):
         return list(dimension_sizes) if seed_id in self._along else []
 
     def build(self, seed_id: str) -> BuiltSeed:
-        sized = SizedId.parse(seed_id)
+        sized = SeedId.parse(seed_id)
         aten = self._index().get(sized.base)
         if aten is None:
             raise SeedError(f"unknown operator seed {sized.base!r} (ids look like ops/add/float16/0)")
-        key, dtype, index = sized.base.split("/", 1)[1].rsplit("/", 2)
+        key, dtype, index = sized.name.rsplit("/", 2)
         op, index = op_infos()[key], int(index)
         sample = samples(op, getattr(torch, dtype), index + 1, key in self._rank_first)[index]
         positions = None

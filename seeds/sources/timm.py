@@ -15,7 +15,8 @@ import torch
 from gapfuzz.core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, SizeError
+from gapfuzz.core.ids import SeedId
+from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 
 
@@ -31,12 +32,12 @@ class TimmSource(SeedSource):
     def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
         import timm
 
-        name = seed_id.split("/", 1)[1]
+        name = SeedId.parse(seed_id).name
         cfg = timm.models.get_pretrained_cfg(name) if timm.is_model(name) else None
         return list(PATCH_GRID_SIDES if getattr(cfg, "fixed_input_size", False) else IMAGE_SIDES)
 
     def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
-        name = seed_id.split("/", 1)[1]
+        name = SeedId.parse(seed_id).name
         try:
             return list(widths) if width_kwargs(name, max(widths or [1])) else []
         except Exception:  # noqa: BLE001 - a model that cannot be looked at on the meta device has no width
@@ -45,8 +46,8 @@ class TimmSource(SeedSource):
     def width_params(self, seed_id: str) -> int | None:
         import timm
 
-        sized = SizedId.parse(seed_id)
-        name = sized.base.split("/", 1)[1]
+        sized = SeedId.parse(seed_id)
+        name = sized.name
         wide = width_kwargs(name, sized.width) if sized.width and timm.is_model(name) else {}
         if not wide:
             return None
@@ -57,8 +58,8 @@ class TimmSource(SeedSource):
         import timm
         from timm.models import _registry
 
-        sized = SizedId.parse(seed_id)
-        name = sized.base.split("/", 1)[1]
+        sized = SeedId.parse(seed_id)
+        name = sized.name
         if not timm.is_model(name):
             raise SeedError(f"unknown timm model {name!r} in seed id {seed_id!r}")
         cfg = timm.models.get_pretrained_cfg(name)

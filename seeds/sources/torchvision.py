@@ -16,7 +16,8 @@ import torch
 from gapfuzz.core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizedId, SizeError
+from gapfuzz.core.ids import SeedId
+from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 
 # task module -> (task, output kind)
@@ -91,20 +92,20 @@ class TorchvisionSource(SeedSource):
         return [f"tv/{m}" for m in models.list_models()] + [f"tv/{m}/candidates" for m in _CANDIDATES]
 
     def size_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
-        name, _, part = seed_id.split("/", 1)[1].partition("/")
+        name, _, part = SeedId.parse(seed_id).name.partition("/")
         if part or _task_module(name) not in _SIZABLE:
             return []
         return list(PATCH_GRID_SIDES if name.startswith(("vit_", "swin_", "maxvit")) else IMAGE_SIDES)
 
     def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
-        name, _, part = seed_id.split("/", 1)[1].partition("/")
+        name, _, part = SeedId.parse(seed_id).name.partition("/")
         return [] if part or not name.startswith(_WIDE) else list(widths)
 
     def build(self, seed_id: str) -> BuiltSeed:
         from torchvision import models
 
-        sized = SizedId.parse(seed_id)
-        name, _, part = sized.base.split("/", 1)[1].partition("/")
+        sized = SeedId.parse(seed_id)
+        name, _, part = sized.name.partition("/")
         if name not in models.list_models() or part not in ("", "candidates") or (part and name not in _CANDIDATES):
             raise SeedError(f"unknown torchvision model {name!r} in seed id {seed_id!r}")
         module = _task_module(name)

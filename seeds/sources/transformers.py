@@ -19,7 +19,8 @@ import torch
 from gapfuzz.core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from ..sizes import SizedId, SizeError
+from gapfuzz.core.ids import SeedId
+from ..sizes import SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 from ..tiny_config import BASIC_TOKENS, BATCH, IMAGE, RESERVED_IDS, SEQ, VOCAB, is_int, tiny_config
 
@@ -152,7 +153,7 @@ class TransformersSource(SeedSource):
         return list(widths)
 
     def width_params(self, seed_id: str) -> int | None:
-        sized = SizedId.parse(seed_id)
+        sized = SeedId.parse(seed_id)
         if sized.width is None:
             return None
         try:
@@ -162,7 +163,7 @@ class TransformersSource(SeedSource):
         except Exception:  # noqa: BLE001 - the build says what is wrong, with its own error
             return None
 
-    def _class_and_config(self, seed_id: str, sized: SizedId):
+    def _class_and_config(self, seed_id: str, sized: SeedId):
         import transformers
 
         parts = sized.base.split("/")
@@ -187,7 +188,7 @@ class TransformersSource(SeedSource):
         return model_cls, config
 
     def build(self, seed_id: str) -> BuiltSeed:
-        sized = SizedId.parse(seed_id)
+        sized = SeedId.parse(seed_id)
         model_cls, config = self._class_and_config(seed_id, sized)
         model_type, head = sized.base.split("/")[1:3]
         for cfg in {id(c): c for c in (config, config.get_text_config(decoder=True))}.values():
