@@ -120,7 +120,7 @@ def _as_exact(passed: str, diverged: str) -> bool:
 
 def extend_consensus(df: pd.DataFrame) -> None:
     """A stack's lone divergence at an op and node symptom where, elsewhere in the campaign, it agreed
-    with another stack against eager (``reference-suspect``, ``workers.consensus``) is the same
+    with another stack against eager (``reference-suspect``, ``workers.judge.consensus``) is the same
     PyTorch behaviour (ONNX Runtime refusing float16 ``sign`` leaves OpenVINO alone there): it is
     reference-suspect too, with that consensus (``df`` is changed)."""
     verdict = df["verdict"].astype("string")

@@ -247,7 +247,7 @@ def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.
 
 
 def _culprits(out: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> None:
-    """What bisection said of a cluster (``workers.culprit``): the layer its runs were attributed to
+    """What bisection said of a cluster (``workers.judge.culprit``): the layer its runs were attributed to
     (most frequent), the applications (``subsystem #step``) and the cost: runs bisected, median and
     worst seconds."""
     out["culprit_layer"] = _lists(cid, _col(rows, "culprit_layer")).map(lambda v: v[0] if v else None)

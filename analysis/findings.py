@@ -246,7 +246,7 @@ def render(run: Run, known: KnownIssues, repro_root: Path, command: str,
     explained = explained[explained["explanation"].notna() & explained["known"].isna()]
     if len(explained):
         sections += ["", f"{len(explained)} clusters are explained with no note by hand: eager, made to compute "
-                     "the way the hypothesis says, is as far off as the stack (`workers/explain.py`)."]
+                     "the way the hypothesis says, is as far off as the stack (`workers/judge/explain.py`)."]
     sections += ["", "## Failures per stack and stage", "",
                  "The share of seeds with at least one failed run at that stage (models and single operators apart).",
                  "", markdown_table(failures_by_stage(run), _pct), "",

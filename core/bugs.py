@@ -25,13 +25,13 @@ divergence that eager reproduces when made to compute the way a hypothesis says 
 cluster that lists its ops, seeds and dtypes. Explanations that name no defect at all (reduction
 order, an ill-conditioned reference, amplified rounding) make ``benign`` clusters, kept apart.
 A compiler finding whose cause was bisected to a pass (``culprit``: backend, subsystem and pass,
-``workers.culprit``) is keyed by that pass in place of its op: one pass that breaks two ops is one
+``workers.judge.culprit``) is keyed by that pass in place of its op: one pass that breaks two ops is one
 bug, one op that two passes break is two; a key without a culprit keeps the id it always had.
 An op is keyed by the kernel it runs (``KERNEL_OF``): ``linear`` and ``addmm`` are ``mm`` with a
 bias on every stack (eager's kernels, Inductor's lowering), so one matrix-product defect is one
 cluster whether a graph held ``linear`` or ``mm``; the cluster lists the ops it was located at. In
 training, a gradient divergence located at a node whose forward value diverges too is that forward
-defect: its symptom is the node's forward one (``node_symptom``, from ``workers.grad_align`` on the
+defect: its symptom is the node's forward one (``node_symptom``, from ``workers.judge.grad_align`` on the
 same run, or from the forward runs of the same seed, ``analysis.clusters.join_forward``), so its key
 is the forward divergence's, and the cluster lists its modes and the gradients it was seen at.
 
@@ -73,7 +73,7 @@ class Status(StrEnum):
     # Not a finding, in the seed catalog and in run records alike. Catalog: a seed over the parameter
     # cap. Runs: a seed whose build, capture or reference run raised, or that cannot be rebuilt at a
     # size or trained (``fuzzer.records``, ``fuzzer.generate``); a probe the reference refuses, on the
-    # reference and on a target that fails it too (``workers.runner``, ``workers.judge``).
+    # reference and on a target that fails it too (``workers.run.runner``, ``workers.judge.verdict``).
     SKIPPED = "skipped"
 
 
@@ -116,7 +116,7 @@ class Symptom(StrEnum):
     NUMERIC = "numeric"
     TASK = "task"  # tier 3: the task-level answer differs (top-1, argmax token, detections)
     GRAD_NONFINITE = "grad-nonfinite"  # training: the forward agrees, a gradient's NaN/Inf pattern does not
-    GRAD = "grad"  # training: the forward outputs agree and a gradient's values do not (workers.training)
+    GRAD = "grad"  # training: the forward outputs agree and a gradient's values do not (workers.run.training)
     MISSING_ERROR = "missing-error"  # eager raises on the input (a check of it); the target returns without a word
     STRICT = "strict"  # within tolerance, but bits differ where they are exact by contract (NaN sign, signed zero)
 
@@ -126,7 +126,7 @@ GRAD_OUTPUT = "grad:"  # a training run's gradient outputs are named grad:<param
 
 
 class ReproStatus(StrEnum):
-    """How a minimised reproducer did in fresh processes (``gapfuzz repro``, ``fuzzer.repro``)."""
+    """How a minimised reproducer did in fresh processes (``gapfuzz repro``, ``fuzzer.repro.minimise``)."""
 
     REPRODUCIBLE = "reproducible"  # failed in every try
     FLAKY = "flaky"  # failed in some tries only
@@ -142,7 +142,7 @@ class Kind(StrEnum):
 
 
 class Explanation(StrEnum):
-    """Why a divergence happens, when a hypothesis tested on eager holds (``workers.explain``)."""
+    """Why a divergence happens, when a hypothesis tested on eager holds (``workers.judge.explain``)."""
 
     BFLOAT16 = "bfloat16"  # eager computing float32 ops in bfloat16 is as far off
     FLOAT16 = "float16"
@@ -160,8 +160,8 @@ BENIGN = (Explanation.REDUCTION_ORDER, Explanation.ILL_CONDITIONED, Explanation.
 
 DEFAULT_REFERENCE = "eager@cpu"  # a campaign's reference and oracle when it names none
 DEFAULT_ORACLE = "eager-fp64@cpu"
-EXAMPLE_PROBE = "example"  # the probe that feeds a variant its capture's own inputs (workers.probes)
-# edge probes at the overflow boundary (workers.probes.EDGES): any error there can cross into inf, so a
+EXAMPLE_PROBE = "example"  # the probe that feeds a variant its capture's own inputs (workers.run.probes)
+# edge probes at the overflow boundary (workers.run.probes.EDGES): any error there can cross into inf, so a
 # NaN/Inf divergence on one is keyed as the numeric divergence it is (one defect, one cluster)
 OVERFLOW_EDGES = ("max", "sqrt-max", "log-max")
 

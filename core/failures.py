@@ -69,7 +69,8 @@ class Failure:
 
     @classmethod
     def from_fault(cls, fault, stage: Stage | None) -> Failure:
-        """From a ``workers.sandbox.Fault``: its error type is the signal or limit alone (``SIGSEGV``, ``timeout``)."""
+        """From a ``workers.run.sandbox.Fault``: its error type is the signal or limit alone (``SIGSEGV``,
+        ``timeout``)."""
         error_type = fault.cause.split(":")[-1].split()[0] if fault.cause else None
         return cls(fault.status, stage, error_type, fault.message, fault.cause)
 

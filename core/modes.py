@@ -1,7 +1,7 @@
 """The run mode as one strategy object: everything that differs between a forward run and a training step.
 
 A variant runs in one mode: ``inference`` (the forward alone) or ``training`` (the forward, a loss
-and backward, ``workers.training``). What differs between them is a field or method of its
+and backward, ``workers.run.training``). What differs between them is a field or method of its
 ``RunMode`` here, so no other module asks which mode it has: what a run prepares (``backward``), the
 names of its outputs (gradients are ``grad:``-prefixed), the symptoms it can show, the suffix of its
 variant ids, what a record, recipe or payload writes of it, its label in a cluster's line, and the
@@ -35,18 +35,18 @@ class RunMode:
     """One mode's part in a run, a record and a reproducer."""
 
     name: Mode
-    backward: bool  # a run is a training step: the forward, a loss and backward (workers.training)
+    backward: bool  # a run is a training step: the forward, a loss and backward (workers.run.training)
     symptoms: tuple[Symptom, ...]  # what a divergence of its runs can be
     labelled: bool  # a cluster seen in this mode names its modes in its line (analysis.triage)
-    # fuzzer.repro_code's fragments: the graph the reproducer prepares, what it is fed (both on the
+    # fuzzer.repro.code's fragments: the graph the reproducer prepares, what it is fed (both on the
     # inputs' device), one call's outputs ({run} and {device} filled in), the lines main() adds first,
-    # and the workers.training functions copied in beside them
+    # and the workers.run.training functions copied in beside them
     repro_graph: str
     repro_fed: str
     repro_call: str
     repro_setup: tuple[str, ...] = ()
     repro_helpers: tuple[str, ...] = ()
-    # fuzzer.reproducers.pytorch's: the helper a torch.compile reproducer defines, and one call ({fn}, {args})
+    # fuzzer.repro.reproducers.pytorch's: the helper a torch.compile reproducer defines, and one call ({fn}, {args})
     compile_helper: tuple[str, ...] = ()
     compile_call: str = "{fn}(*{args})"
 

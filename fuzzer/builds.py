@@ -14,10 +14,10 @@ from gapfuzz.core.bugs import Stage
 from gapfuzz.core.failures import Failure
 from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.seeds.spec import SeedInfo
-from gapfuzz.workers.messages import CallReply, PayloadReply
+from gapfuzz.workers.run.messages import CallReply, PayloadReply
 
-from .settings import VariantSettings
-from .recipe import Recipe
+from gapfuzz.fuzzer.config.settings import VariantSettings
+from gapfuzz.fuzzer.recipe import Recipe
 
 
 @dataclass

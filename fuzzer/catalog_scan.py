@@ -3,8 +3,8 @@
 Resumable: seeds already in the catalog are skipped, and the rest are scanned in a shuffled order,
 so that a scan stopped part-way (a catalog of thousands takes hours) is a fair sample of its
 sources and families. A seed whose scan kills its sandbox (segfault, hang, memory) is a row with
-that status; the scan goes on. The workers are a pool like a campaign's (``workers.fleet``) and
-the loop is a campaign's (``workers.jobs``): with no ``--workers`` the pool grows with the
+that status; the scan goes on. The workers are a pool like a campaign's (``workers.run.fleet``) and
+the loop is a campaign's (``workers.run.jobs``): with no ``--workers`` the pool grows with the
 cluster's CPU nodes, and a seed lost with its node is scanned again elsewhere.
 """
 from __future__ import annotations
@@ -16,13 +16,13 @@ from collections import deque
 from gapfuzz.core.bugs import Stage
 from gapfuzz.results.catalog import Catalog, CatalogRow
 from gapfuzz.seeds.scan import scan_seed
-from gapfuzz.workers.dispatch import Dispatcher, Done
-from gapfuzz.workers.fleet import Fleet
-from gapfuzz.workers.jobs import JobLoop
-from gapfuzz.workers.pool import AUTO, PoolSettings, connect
+from gapfuzz.workers.run.dispatch import Dispatcher, Done
+from gapfuzz.workers.run.fleet import Fleet
+from gapfuzz.workers.run.jobs import JobLoop
+from gapfuzz.workers.run.pool import AUTO, PoolSettings, connect
 
-from .builds import reply_failure
-from .progress import Progress
+from gapfuzz.fuzzer.builds import reply_failure
+from gapfuzz.fuzzer.cli.progress import Progress
 
 
 def pick(ids: list[str], sample: int | None, seed: int) -> list[str]:

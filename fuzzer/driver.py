@@ -1,10 +1,10 @@
 """Drive a campaign on Ray: plan what is still to do, start the pools, run the job loop, finish.
 
-Read top-down: ``run`` plans (``fuzzer.plan``: the seeds, sizes and variants no record holds yet),
-resolves the backends and pools once (``fuzzer.pools``), starts Ray and the workers (``workers.
+Read top-down: ``run`` plans (``fuzzer.config.plan``: the seeds, sizes and variants no record holds yet),
+resolves the backends and pools once (``fuzzer.config.pools``), starts Ray and the workers (``workers.
 fleet``: grown as nodes join, replaced as they go), and hands the campaign's jobs (``fuzzer.
 schedule``: builds on the CPU pool, each variant through its pools) to the one job loop
-(``workers.jobs``), which retries a job lost with its node. Records go to the ``RecordSink``,
+(``workers.run.jobs``), which retries a job lost with its node. Records go to the ``RecordSink``,
 flushed as they come and at the end, so a stopped campaign resumes with nothing lost.
 """
 from __future__ import annotations
@@ -17,19 +17,19 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from gapfuzz.results.folder import Folder
 from gapfuzz.results.sink import RecordSink
-from gapfuzz.workers.align import AlignLedger
-from gapfuzz.workers.dispatch import Dispatcher
-from gapfuzz.workers.fleet import Fleet
-from gapfuzz.workers.jobs import JobLoop, Stranded
-from gapfuzz.workers.pool import gpu_utilisation
+from gapfuzz.workers.judge.align import AlignLedger
+from gapfuzz.workers.run.dispatch import Dispatcher
+from gapfuzz.workers.run.fleet import Fleet
+from gapfuzz.workers.run.jobs import JobLoop, Stranded
+from gapfuzz.workers.run.pool import gpu_utilisation
 
-from .campaign import Campaign, CampaignError
-from .plan import SeedWork, plan, select_seeds, with_sizes
-from .pools import Pools
-from .progress import Progress
-from .schedule import CampaignJobs
-from .settings import AlignScope
-from .session import SessionStats
+from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
+from gapfuzz.fuzzer.config.plan import SeedWork, plan, select_seeds, with_sizes
+from gapfuzz.fuzzer.config.pools import Pools
+from gapfuzz.fuzzer.cli.progress import Progress
+from gapfuzz.fuzzer.schedule import CampaignJobs
+from gapfuzz.fuzzer.config.settings import AlignScope
+from gapfuzz.fuzzer.session import SessionStats
 
 
 class Driver:

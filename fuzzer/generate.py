@@ -25,15 +25,15 @@ from gapfuzz.seeds.registry import width_params
 from gapfuzz.seeds.sizes import SizeError
 from gapfuzz.seeds.spec import SeedInfo
 from gapfuzz.workers.backends.eager import Eager, prepare_eager_fp64
-from gapfuzz.workers.compare import Tolerances, attribute, compare
-from gapfuzz.workers.training import Trainer, output_names
+from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
+from gapfuzz.workers.run.training import Trainer, output_names
 
-from .guidance import Chooser
-from .builds import BuildRequest, BuiltVariant, Guidance, SeedBuild
-from .mutators import Rejected, get_mutator
-from .recipe import Recipe, variant_id, variant_rng_seed
-from .settings import VariantSettings
-from .validate import Evaluation, evaluate
+from gapfuzz.fuzzer.guidance import Chooser
+from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, Guidance, SeedBuild
+from gapfuzz.fuzzer.mutators import Rejected, get_mutator
+from gapfuzz.fuzzer.recipe import Recipe, variant_id, variant_rng_seed
+from gapfuzz.fuzzer.config.settings import VariantSettings
+from gapfuzz.fuzzer.validate import Evaluation, evaluate
 
 log = logging.getLogger("gapfuzz.fuzzer")
 

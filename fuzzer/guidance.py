@@ -4,8 +4,8 @@ The driver keeps a :class:`Feedback` from the records as they arrive and hands a
 (``messages.Guidance``) to each build; the generator's :class:`Chooser` draws from it. A variant
 *hits* when one of its target runs shows a bug key not seen before (``core.bugs``), covers an
 (operator, backend, outcome) triple not seen before, or makes a compiler run a pass or fire a
-pattern-matcher pattern no variant did (pass coverage, ``workers.culprit``); its mutators share the credit. Coverage
-guidance also weights the choices of mutators that pick from named choices (``Mutator.choices``)
+pattern-matcher pattern no variant did (pass coverage, ``workers.judge.culprit``); its mutators share the
+credit. Coverage guidance also weights the choices of mutators that pick from named choices (``Mutator.choices``)
 by how little a campaign has used each.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import math
 import random
 from collections import Counter, defaultdict
 
-from .builds import Guidance
-from .mutators import get_mutator
-from .settings import GuidanceMode
+from gapfuzz.fuzzer.builds import Guidance
+from gapfuzz.fuzzer.mutators import get_mutator
+from gapfuzz.fuzzer.config.settings import GuidanceMode
 
 
 class Feedback:

@@ -13,7 +13,7 @@ from gapfuzz.results.catalog import CatalogRow
 from gapfuzz.results.schema import RunRecord
 from gapfuzz.seeds.spec import SeedInfo
 
-from .builds import BuiltVariant, SeedBuild
+from gapfuzz.fuzzer.builds import BuiltVariant, SeedBuild
 
 
 def _seed_columns(seed: SeedInfo | None) -> dict:

@@ -1,4 +1,4 @@
-"""A campaign's jobs for the job loop (``workers.jobs``): seed builds on the CPU pool, then each
+"""A campaign's jobs for the job loop (``workers.run.jobs``): seed builds on the CPU pool, then each
 built variant through the pools that owe it runs, the reference's pool first.
 
 The reference's pool runs the reference, the oracle and that pool's targets, compared in place;
@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from gapfuzz.core.bugs import Stage, Status, bug_key_list
 from gapfuzz.core.failures import Failure
 from gapfuzz.results.sink import RecordSink
-from gapfuzz.workers.dispatch import Dispatcher, Done
-from gapfuzz.workers.messages import CallReply, JudgeSettings, RunRequest
-from gapfuzz.workers.outcome import new_outcome
+from gapfuzz.workers.run.dispatch import Dispatcher, Done
+from gapfuzz.workers.run.messages import CallReply, JudgeSettings, RunRequest
+from gapfuzz.workers.run.outcome import new_outcome
 
-from .builds import BuildRequest, BuiltVariant, SeedBuild
-from .campaign import Campaign
-from .generate import build_seed_variants
-from .guidance import Feedback
-from .plan import SeedWork, seed_failure_id
-from .pools import BUILD_DEVICE, Pools
-from .progress import Progress
-from .records import catalog_row, run_record, seed_failure_record
-from .settings import GuidanceMode
-from .unusable import Unusable, skipped_like
+from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, SeedBuild
+from gapfuzz.fuzzer.config.campaign import Campaign
+from gapfuzz.fuzzer.generate import build_seed_variants
+from gapfuzz.fuzzer.guidance import Feedback
+from gapfuzz.fuzzer.config.plan import SeedWork, seed_failure_id
+from gapfuzz.fuzzer.config.pools import BUILD_DEVICE, Pools
+from gapfuzz.fuzzer.cli.progress import Progress
+from gapfuzz.fuzzer.records import catalog_row, run_record, seed_failure_record
+from gapfuzz.fuzzer.config.settings import GuidanceMode
+from gapfuzz.fuzzer.unusable import Unusable, skipped_like
 
 BACKLOG_PER_WORKER = 4  # built variants waiting for a pool, per worker, before builds pause for the slowest pool
 

@@ -25,7 +25,7 @@ from gapfuzz.core.failures import UNUSABLE, Failure
 from gapfuzz.results.schema import RunRecord
 
 THRESHOLD = 3  # different variants whose prepare died alike on one host
-PREPARE_FRAME = " in _prepared\n"  # faulthandler's line for ``workers.backend_run._prepared``: died preparing
+PREPARE_FRAME = " in _prepared\n"  # faulthandler's line for ``workers.run.backend_run._prepared``: died preparing
 log = logging.getLogger("gapfuzz.fuzzer")
 
 

@@ -12,7 +12,7 @@ import torch.fx as fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from gapfuzz.core.ir import Variant, flatten_outputs
-from gapfuzz.workers.interpret import NOT_REUSED, Evaluator
+from gapfuzz.workers.judge.interpret import NOT_REUSED, Evaluator
 
 MAX_CACHE_BYTES = 1 << 30  # keep at most this many bytes of intermediate values per evaluation
 

@@ -6,7 +6,7 @@ Analysis reads this rather than the campaign file, whose defaults, labels and pl
 would have to resolve again (a plug-in's name is known only by importing it); a folder written
 before run.json existed falls back to its ``campaign.yaml``. It is data: read as JSON, checked
 field by field, nothing in it imported or run. It is built from a campaign on the fuzzer side
-(``fuzzer.campaign.manifest_of``): this layer knows no campaign.
+(``fuzzer.config.campaign.manifest_of``): this layer knows no campaign.
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ class RunRecord:
     variant_id: str
     seed_id: str
     backend: str
-    probe: str | None = None  # which input set (workers.probes.Probe.name); None: the example, in version 1
+    probe: str | None = None  # which input set (workers.run.probes.Probe.name); None: the example, in version 1
     probe_recipe: str | None = None  # JSON that replays it: {"kind", ..., "seed"}
     mode: str | None = None  # inference, or training (forward, loss and backward); None before version 4
     seed_source: str = ""
@@ -89,7 +89,7 @@ class RunRecord:
     align_error: str | None = None  # why tier 2 could not locate the divergence
     align_s: float | None = None  # seconds tier 2 took (its prepares and node-by-node runs)
     grad_ops: list[str] = field(default_factory=list)  # training: the backward operators of the located node
-    culprit: str | None = None  # backend:subsystem:pass that causes a compiler finding (workers.culprit); in its key
+    culprit: str | None = None  # core.ids.CulpritName of a compiler finding (workers.judge.culprit); in its key
     # the first torch.compile backend that shows it (or the stack, for a differential)
     culprit_backend: str | None = None
     culprit_subsystem: str | None = None  # e.g. post_grad_passes, lowerings, decomposition; a stack's optimisation step
@@ -99,7 +99,7 @@ class RunRecord:
     bisect_s: float | None = None  # seconds the attribution took on this run (null: inherited or not attributed)
     bisect_compiles: int | None = None  # fresh compiles the bisection made
     bisect_error: str | None = None  # why no culprit was had, or where it was inherited from
-    explanation: str | None = None  # core.bugs.Explanation: the hypothesis that eager reproduces it (workers.explain)
+    explanation: str | None = None  # core.bugs.Explanation: the hypothesis eager shows it with (workers.judge.explain)
     explain_ratio: float | None = None  # the target's error over eager's under that hypothesis
     task_metric: str | None = None
     task_agree: float | None = None
@@ -122,7 +122,7 @@ class RunRecord:
     compiler_passes: list[str] = field(default_factory=list)  # the Inductor passes that ran: pass coverage
     compiler_patterns: list[str] = field(default_factory=list)  # its pattern-matcher patterns that fired
     symbolic: bool | None = None  # a graph Dynamo compiled in the run had symbolic sizes; null: no Dynamo compile
-    tf32: bool | None = None  # the platform's TF32 for matrix products and convolutions was on (workers.platform)
+    tf32: bool | None = None  # the platform's TF32 for matrix products and convolutions was on (workers.run.platform)
     host: str = ""
     worker: str = ""
     worker_s: float | None = None

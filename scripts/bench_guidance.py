@@ -22,7 +22,7 @@ import ray
 
 from gapfuzz.analysis.api import load_run
 from gapfuzz.core.bugs import COMPLETED
-from gapfuzz.fuzzer.campaign import from_dict
+from gapfuzz.fuzzer.config.campaign import from_dict
 from gapfuzz.fuzzer.driver import Driver
 
 SEEDS = [{"source": "timm", "include": ["test_*"]},

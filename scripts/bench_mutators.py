@@ -23,7 +23,7 @@ from gapfuzz.core.ir import Variant
 from gapfuzz.fuzzer.generate import build_seed_variants, replay
 from gapfuzz.fuzzer.builds import BuildRequest
 from gapfuzz.fuzzer.mutators import list_mutators
-from gapfuzz.fuzzer.settings import VariantSettings
+from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.seeds import list_seeds
 from gapfuzz.workers.backends.eager import EagerFp64
 from gapfuzz.workers.backends.inductor import Inductor

@@ -27,7 +27,7 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.fuzzer.campaign import from_dict  # noqa: E402
+from gapfuzz.fuzzer.config.campaign import from_dict  # noqa: E402
 from gapfuzz.fuzzer.driver import Driver  # noqa: E402
 from gapfuzz.fuzzer.generate import captured  # noqa: E402
 

@@ -146,7 +146,7 @@ class LoopbackCluster:
             pid = self.raylet(node)
             for p in descendants(pid, tree) if pid else []:
                 c = cmdline(p)
-                if "PoolWorker" in c or "workers.executor" in c:
+                if "PoolWorker" in c or "workers.run.executor" in c:
                     out.append(p)
         return out
 

@@ -25,7 +25,7 @@ from gapfuzz.core.covering import DRAW  # noqa: E402
 
 def planned(c, spec, seeds: list[str]) -> pd.DataFrame:
     """Records as the plan would make them: one per planned variant of ``spec``, with its option set."""
-    from gapfuzz.fuzzer.plan import plan
+    from gapfuzz.fuzzer.config.plan import plan
     from gapfuzz.fuzzer.recipe import variant_id
 
     rows = []
@@ -66,8 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("campaign", help="a campaign file")
     ap.add_argument("run", nargs="?", help="a run folder of that campaign: its records' coverage too")
     args = ap.parse_args(argv)
-    from gapfuzz.fuzzer.campaign import load_campaign
-    from gapfuzz.fuzzer.plan import select_seeds, variant_count, with_sizes
+    from gapfuzz.fuzzer.config.campaign import load_campaign
+    from gapfuzz.fuzzer.config.plan import select_seeds, variant_count, with_sizes
 
     c = load_campaign(args.campaign)
     specs = [t for t in c.backends.targets if t.option_space]

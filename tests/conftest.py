@@ -54,7 +54,7 @@ def run_campaign(text: str, folder: Path, campaign_file: bool = False):
     run; with ``campaign_file``, write campaign.yaml beside the records as ``gapfuzz run`` does."""
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     Driver(from_dict(load(text, "t"), "t"), folder, progress=False).run()

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 from .numeric_backends import _retargeted
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.workers.backend import Backend
+from gapfuzz.workers.run.backend import Backend
 
 
 def _read_up_to(t, traced: tuple):

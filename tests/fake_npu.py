@@ -3,7 +3,7 @@ host CPU, so a test (or the cluster benchmark) can show that runs for a device a
 nodes that advertise it, at the cost of an eager call."""
 from __future__ import annotations
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 
 class HostDevice(Backend):

@@ -36,6 +36,6 @@ def raise_value_error():
 
 def as_built(payload):
     """A reply that carries a variant's payload, which the sandbox then keeps."""
-    from gapfuzz.workers.messages import PayloadReply
+    from gapfuzz.workers.run.messages import PayloadReply
 
     return PayloadReply({"built#0": payload})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch.fx.passes.shape_prop import ShapeProp
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 aten = torch.ops.aten
 REDUCTIONS = {"amax", "amin", "argmax", "argmin", "max", "min"}

@@ -3,8 +3,8 @@ variants without a campaign (the workers' ``JudgeSettings`` has no defaults of i
 from __future__ import annotations
 
 from gapfuzz.core.setting import defaults_of
-from gapfuzz.workers.compare import Tolerances
-from gapfuzz.workers.messages import JudgeCompare, JudgeRun, JudgeSettings
+from gapfuzz.workers.judge.compare import Tolerances
+from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
 
 
 def judge_settings(reference: str, oracle: str | None = None, **given) -> JudgeSettings:

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.fx as fx
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 aten = torch.ops.aten
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.workers.backend import Backend
+from gapfuzz.workers.run.backend import Backend
 from gapfuzz.workers.backends.inductor import prepare_inductor
 
 aten = torch.ops.aten

@@ -1,4 +1,4 @@
-"""Test-only stacks for the platform's comparisons (``workers.comparisons``, ``workers.platform``).
+"""Test-only stacks for the platform's comparisons (``workers.judge.comparisons``, ``workers.run.platform``).
 
 ``Tf32Rounding`` is a GPU's TF32 on the CPU: with the platform's TF32 on (``tf32: true``), every matrix
 product and convolution rounds its two operands to TF32's 10 mantissa bits, as TF32 kernels do; off,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 from .forward_backends import _scaled
 from .numeric_backends import _retargeted

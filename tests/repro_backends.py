@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 
 def _dense_strides(shape) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 
 class SegvOnPrepare(Backend):

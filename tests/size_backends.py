@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.workers.registry import Backend
+from gapfuzz.workers.run.registry import Backend
 
 from .numeric_backends import _retargeted
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gapfuzz.fuzzer.campaign import CampaignError, first_difference, from_dict, load_campaign
-from gapfuzz.fuzzer.plan import select_seeds
+from gapfuzz.fuzzer.config.campaign import CampaignError, first_difference, from_dict, load_campaign
+from gapfuzz.fuzzer.config.plan import select_seeds
 
 from .conftest import gapfuzz
 
@@ -43,7 +43,7 @@ def test_bad_campaign_is_one_line_naming_the_problem(patch, needle):
 
 
 def test_cuda_workers_share_a_gpu_by_fraction():
-    from gapfuzz.workers.pool import PoolSettings
+    from gapfuzz.workers.run.pool import PoolSettings
 
     c = from_dict({**BASE, "pools": {"cuda": {"workers": 3, "gpus_per_worker": 0.33}}}, "c.yaml")
     assert c.pool("cuda").gpus_per_worker == 0.33 and c.pool("cpu").gpus_per_worker == 1

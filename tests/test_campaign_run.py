@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from gapfuzz.core.bugs import bug_key
-from gapfuzz.workers.align import align_case
+from gapfuzz.workers.judge.align import align_case
 
 from .conftest import gapfuzz
 

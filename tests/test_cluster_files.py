@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 import yaml
 
-from gapfuzz.fuzzer.campaign import load_campaign
-from gapfuzz.workers.pool import PoolSettings
+from gapfuzz.fuzzer.config.campaign import load_campaign
+from gapfuzz.workers.run.pool import PoolSettings
 
 from .rayjob_schema import RAYJOB
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.fx as fx
 
-from gapfuzz.workers.registry import parse_backend
+from gapfuzz.workers.run.registry import parse_backend
 
 
 def _graph_with_an_input_named_input() -> fx.GraphModule:
@@ -62,9 +62,9 @@ def test_an_openvino_reproducer_compiles_as_the_pool_did(captured_vit):
     and it does, since it runs the pool's own prepare function, copied verbatim."""
     import inspect
 
-    from gapfuzz.fuzzer.repro_code import reproducer
+    from gapfuzz.fuzzer.repro.code import reproducer
     from gapfuzz.workers.backends import openvino
-    from gapfuzz.workers.registry import parse_backend
+    from gapfuzz.workers.run.registry import parse_backend
 
     record = {"status": "error", "stage": "compile", "variant_id": "v#0"}
     code = reproducer(captured_vit.variant, parse_backend("openvino@cpu", {"threads": 4}), record, "t", {})

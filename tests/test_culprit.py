@@ -7,8 +7,8 @@ import json
 import pytest
 
 from gapfuzz.core.bugs import DIVERGENCE_FIELDS, MISSING, bug_key, key_id
-from gapfuzz.workers.culprit import CONVERSION, KERNEL, OPTIMISER, Culprit, in_words, layer_of, pass_name
-from gapfuzz.workers.registry import parse_backend
+from gapfuzz.workers.judge.culprit import CONVERSION, KERNEL, OPTIMISER, Culprit, in_words, layer_of, pass_name
+from gapfuzz.workers.run.registry import parse_backend
 
 
 def _divergence(op, culprit=None, **extra):
@@ -73,7 +73,7 @@ def test_each_variant_gets_one_option_set_from_a_target_option_space_the_same_ev
 
 
 def test_an_option_space_naming_an_unknown_option_is_one_line_naming_it():
-    from gapfuzz.fuzzer.campaign import CampaignError, from_dict
+    from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict
 
     with pytest.raises(CampaignError, match=r"option_space.epilog_fusion: inductor has no option 'epilog_fusion'"):
         from_dict({"seeds": [{"source": "ops"}], "backends": {"targets": [
@@ -107,7 +107,7 @@ def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     c = from_dict(load(PLANTED, "planted"), "planted")
@@ -140,7 +140,7 @@ def test_a_bisection_over_its_budget_stops_unfinished_and_the_next_one_starts_af
     import torch
 
     from tests.planted_passes import MiscompilingInductor
-    from gapfuzz.workers.culprit import bisect
+    from gapfuzz.workers.judge.culprit import bisect
 
     class M(torch.nn.Module):
         def forward(self, x, y):

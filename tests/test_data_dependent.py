@@ -25,8 +25,8 @@ from tests.data_dependent_backend import _nonzero_column_major
 from tests.numeric_backends import _retargeted
 from gapfuzz.workers.backends.eager import EagerFp64
 from gapfuzz.workers.backends.inductor import prepare_aot_eager, prepare_inductor
-from gapfuzz.workers.compare import Tolerances, attribute, compare
-from gapfuzz.workers.judge import judge_outputs
+from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
+from gapfuzz.workers.judge.verdict import judge_outputs
 
 MUTATOR = "inject_data_dependent"
 aten = torch.ops.aten
@@ -200,9 +200,9 @@ def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
 
 def test_an_inductor_reproducer_of_a_data_dependent_graph_runs_alone(tmp_path, conv):
     """prepare_inductor is copied into repro.py with the config wrapper it calls."""
-    from gapfuzz.fuzzer.repro import verify
-    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
-    from gapfuzz.workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro.minimise import verify
+    from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.workers.run.registry import parse_backend
 
     m = get_mutator(MUTATOR)
     v = m.apply(conv.variant, {"node": m.sites(conv.variant)[-1].name, "form": "nonzero", "cmp": "ge", "k": 3})
@@ -247,7 +247,7 @@ def local_ray():
 def _run(text: str, folder):
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     Driver(from_dict(load(text, "t"), "t"), folder, progress=False).run()

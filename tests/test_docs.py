@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gapfuzz.results.schema import COLUMNS
-from gapfuzz.fuzzer.campaign import default_campaign_path, load_campaign
+from gapfuzz.fuzzer.config.campaign import default_campaign_path, load_campaign
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from gapfuzz.core.bugs import Status
-from gapfuzz.workers.probes import RESIZE, Probe, ProbeSettings, make_inputs, roles
-from gapfuzz.workers.resize import resize_probes
+from gapfuzz.workers.run.probes import RESIZE, Probe, ProbeSettings, make_inputs, roles
+from gapfuzz.workers.run.resize import resize_probes
 
 from .conftest import run_campaign
 

@@ -10,7 +10,7 @@ import torch
 from gapfuzz.core.bugs import Status, Symptom, Verdict, bug_key
 from gapfuzz.results.schema import RunRecord
 from tests.conftest import run_campaign
-from gapfuzz.workers.judge import RefusedProbe
+from gapfuzz.workers.judge.verdict import RefusedProbe
 
 BLANK = dict(campaign="", variant_id="", seed_id="", device="cpu")
 BCE = "all elements of target should be between 0 and 1"
@@ -69,7 +69,7 @@ def test_the_key_is_the_operator_and_eagers_message_template():
 def test_the_operator_that_raised_is_found_by_running_eager_node_by_node():
     from gapfuzz.seeds import create_seed
     from gapfuzz.seeds.capture import capture
-    from gapfuzz.workers.interpret import raising_node
+    from gapfuzz.workers.judge.interpret import raising_node
 
     v = capture(create_seed("ops/nn.functional.binary_cross_entropy/float32/0")).variant
     assert raising_node(v.gm, v.inputs) is None
@@ -109,7 +109,7 @@ def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_p
                                     "all elements of"), describe(row)
     assert torch.isnan(torch.compile(torch.nn.functional.binary_cross_entropy)(
         torch.rand(3), torch.tensor([0.5, float("nan"), 0.5]))).item()  # the stack's own behaviour, outside gapfuzz
-    from gapfuzz.fuzzer.repro import reproduce_cluster
+    from gapfuzz.fuzzer.repro.minimise import reproduce_cluster
 
     result = reproduce_cluster(tmp_path / "run", row.cluster, tmp_path / "repro", tries=2)
     code = (tmp_path / "repro" / "repro.py").read_text()
@@ -119,8 +119,8 @@ def test_inductor_returns_where_eager_checks_the_target_and_triage_says_so(tmp_p
 
 # ---------------------------------------------------------------- no oracle where the dtype is the meaning
 def test_a_graph_of_a_representation_operator_is_dtype_bound_and_a_campaign_can_add_one():
-    from gapfuzz.fuzzer.campaign import from_dict
-    from gapfuzz.workers.consensus import dtype_bound
+    from gapfuzz.fuzzer.config.campaign import from_dict
+    from gapfuzz.workers.judge.consensus import dtype_bound
 
     assert dtype_bound(["aten.nextafter.default"]) and dtype_bound(["aten.add.Tensor", "aten.view.dtype"])
     assert not dtype_bound(["aten.view.default", "aten.add.Tensor"])  # a view of the same dtype: values, not bits

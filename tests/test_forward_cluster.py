@@ -90,9 +90,9 @@ def _linear_tanh():
                                                 ("planted_backward:WrongTanhBackward", "aten.tanh.default", False)])
 def test_the_gradient_aligner_says_whether_the_located_nodes_forward_diverged(stack, op, forward):
     from gapfuzz.core.ir import Variant
-    from gapfuzz.workers.compare import Tolerances
-    from gapfuzz.workers.grad_align import GradAligner
-    from gapfuzz.workers.registry import load_class
+    from gapfuzz.workers.judge.compare import Tolerances
+    from gapfuzz.workers.judge.grad_align import GradAligner
+    from gapfuzz.workers.run.registry import load_class
 
     gm, inputs = _linear_tanh()
     cls = load_class(f"tests.{stack}")

@@ -1,6 +1,6 @@
 """CUDA backends on a real GPU, inference and training (skipped, with the reason, where torch sees none).
 
-Every run is in a sandbox process (``workers.sandbox``), never in pytest's: a stack that kills its process
+Every run is in a sandbox process (``workers.run.sandbox``), never in pytest's: a stack that kills its process
 (AOTInductor's package loader died of SIGSEGV on one machine) fails its own test, naming the signal, and the
 rest of ``pytest -m gpu`` runs on. ``tests/test_gpu_isolation.py`` proves the helper on the CPU.
 """
@@ -14,11 +14,11 @@ import torch
 
 from gapfuzz.core.bugs import Status, Verdict
 from gapfuzz.core.modes import Mode
-from gapfuzz.workers.compare import Tolerances, attribute
-from gapfuzz.workers.executor import Executor
-from gapfuzz.workers.pool import sandbox_env
-from gapfuzz.workers.registry import BackendSpec, parse_backend
-from gapfuzz.workers.sandbox import Fault, Sandbox
+from gapfuzz.workers.judge.compare import Tolerances, attribute
+from gapfuzz.workers.run.executor import Executor
+from gapfuzz.workers.run.pool import sandbox_env
+from gapfuzz.workers.run.registry import BackendSpec, parse_backend
+from gapfuzz.workers.run.sandbox import Fault, Sandbox
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="no CUDA device visible to torch on this machine")]

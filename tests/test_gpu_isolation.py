@@ -11,11 +11,11 @@ import torch
 
 from gapfuzz.seeds.capture import capture
 from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
-from gapfuzz.fuzzer.campaign import from_dict
-from gapfuzz.workers.executor import Executor
-from gapfuzz.workers.pool import AUTO, GpuReading, cuda_workers_per_gpu, parse_smi, sandbox_env
-from gapfuzz.workers.registry import BackendSpec
-from gapfuzz.workers.sandbox import Sandbox
+from gapfuzz.fuzzer.config.campaign import from_dict
+from gapfuzz.workers.run.executor import Executor
+from gapfuzz.workers.run.pool import AUTO, GpuReading, cuda_workers_per_gpu, parse_smi, sandbox_env
+from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.sandbox import Sandbox
 
 from .test_gpu import disagreement
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gapfuzz.fuzzer.cli import main
+from gapfuzz.fuzzer.cli.main import main
 
 from .conftest import gapfuzz
 
@@ -365,7 +365,7 @@ def test_a_home_where_no_cache_can_be_made_lists_seeds_with_one_line_saying_so(t
 
 
 def test_numbers_read_as_yaml_1_2_does(tmp_path):
-    from gapfuzz.fuzzer.campaign import load_campaign
+    from gapfuzz.fuzzer.config.campaign import load_campaign
 
     path = tmp_path / "c.yaml"
     path.write_text(campaign("compare: {tolerances: {float32: [1e-5, 2E-6]}, multiplier: 3e0}"))
@@ -436,9 +436,9 @@ def test_a_reproducer_holds_record_values_only_as_literals(tmp_path, captured_vi
     import subprocess
     import sys
 
-    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
-    from gapfuzz.fuzzer.shrink.passes import cut_after
-    from gapfuzz.workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.fuzzer.repro.shrink.passes import cut_after
+    from gapfuzz.workers.run.registry import parse_backend
 
     v = captured_vit.variant
     small = cut_after(v, next(n.name for n in v.gm.graph.nodes if n.op == "call_function"))
@@ -552,7 +552,7 @@ def test_no_hidden_temporary_file_outlives_a_failed_write(tmp_path, monkeypatch)
 
 def test_a_reproducer_runs_where_no_file_of_a_run_folder_can_stand_in_for_a_module(tmp_path):
     """``repros/<cluster>/torch.py`` (or a ``sitecustomize.py``) shipped in a run folder is never run."""
-    from gapfuzz.fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro.minimise import verify
 
     writer = f"open({str(tmp_path / 'RAN')!r}, 'a').write(__name__)\n"
     for planted in ("torch.py", "sitecustomize.py", "usercustomize.py", "numpy.py"):
@@ -588,7 +588,7 @@ def test_ray_that_does_not_start_is_retried_once_then_one_line(monkeypatch):
     failure is one ConnectionError line that the CLI prints as it is."""
     import ray
 
-    from gapfuzz.workers import pool
+    from gapfuzz.workers.run import pool
 
     calls = []
 

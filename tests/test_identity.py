@@ -11,8 +11,8 @@ import torch
 from gapfuzz.analysis.clusters import clusters
 from gapfuzz.core.bugs import Kind, Stage, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.failures import Failure
-from gapfuzz.workers.compare import Tolerances
-from gapfuzz.workers.consensus import find_consensus, numpy_outputs
+from gapfuzz.workers.judge.compare import Tolerances
+from gapfuzz.workers.judge.consensus import find_consensus, numpy_outputs
 from gapfuzz.results.schema import RunRecord
 
 
@@ -173,7 +173,7 @@ backends:
 def _run(text: str, folder):
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     text += TAIL
@@ -206,7 +206,7 @@ def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path, local_ra
     runs = run.records(["first_div_node", "verdict"])
     located = runs[runs["verdict"] == Verdict.TARGET_DIVERGENT]["first_div_node"].dropna()
     assert located.str.startswith("input:").all() and len(located)
-    from gapfuzz.fuzzer.repro import reproduce_cluster
+    from gapfuzz.fuzzer.repro.minimise import reproduce_cluster
 
     result = reproduce_cluster(tmp_path / "layout", found.iloc[0]["cluster"], max_calls=30, allow_plugins=True)
     assert result.status == "reproducible" and result.failures == result.tries == 3, result

@@ -164,7 +164,7 @@ def _shown(cycle: list[str], edges) -> str:
 
 def test_the_packages_are_found():
     names = modules()
-    assert {"core.bugs", "results.schema", "workers.runner", "seeds.registry", "fuzzer.cli",
+    assert {"core.bugs", "results.schema", "workers.run.runner", "seeds.registry", "fuzzer.cli.main",
             "analysis.api"} <= set(names)
     assert graph()["seeds.registry"]["seeds.sizes"]  # a relative import, resolved
 
@@ -206,3 +206,16 @@ def test_analysis_never_needs_torch():
     bad = [f"{modules()[m].relative_to(REPO)}:{line}: {m} imports {target}" for m in sorted(reached)
            for target, line in raw_imports(m) if target.split(".")[0] == "torch"]
     assert not bad, "analysis reaches torch:\n" + "\n".join(bad)
+
+
+def test_the_run_mode_is_asked_of_its_strategy_alone():
+    """No module but core.modes names a mode ("inference", Mode.TRAINING): it asks the mode's RunMode."""
+    found = []
+    for name, path in modules().items():
+        if name == "core.modes":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value in ("inference", "training") or \
+                    isinstance(node, ast.Attribute) and node.attr in ("INFERENCE", "TRAINING"):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not found, "mode named outside core.modes: " + ", ".join(found)

@@ -8,8 +8,8 @@ import pytest
 
 from gapfuzz.analysis.api import load_run
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Status, Verdict
-from gapfuzz.fuzzer.campaign import from_dict, manifest_of
-from gapfuzz.fuzzer.pools import Pools
+from gapfuzz.fuzzer.config.campaign import from_dict, manifest_of
+from gapfuzz.fuzzer.config.pools import Pools
 from gapfuzz.results.folder import Folder, ResultsError
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.results.schema import SCHEMA_VERSION, RunRecord
@@ -116,7 +116,7 @@ def test_an_old_folder_with_no_campaign_file_takes_the_defaults(tmp_path):
 def test_gapfuzz_run_writes_the_manifest_beside_the_campaign(tmp_path, monkeypatch):
     import yaml
 
-    from gapfuzz.fuzzer import cli
+    from gapfuzz.fuzzer.cli import main as cli
     from gapfuzz.fuzzer.driver import Driver
 
     def interrupted(self, seed_ids=None):

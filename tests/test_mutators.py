@@ -10,7 +10,7 @@ import torch
 from gapfuzz.fuzzer.generate import build_seed_variants, replay
 from gapfuzz.fuzzer.guidance import Chooser, Feedback
 from gapfuzz.fuzzer.builds import BuildRequest
-from gapfuzz.fuzzer.settings import VariantSettings
+from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
 from gapfuzz.fuzzer.validate import evaluate
 from gapfuzz.seeds import create_seed

@@ -50,7 +50,7 @@ def test_notebook_runs_top_to_bottom(small_run, monkeypatch):
 
 def test_triage_report_and_diff_on_a_real_campaign(small_run, tmp_path, capsys):
     from gapfuzz.analysis.api import load_run
-    from gapfuzz.fuzzer.cli import main
+    from gapfuzz.fuzzer.cli.main import main
 
     run = load_run(small_run)
     c = run.clusters()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from gapfuzz.core.covering import block_length, covering_array
-from gapfuzz.fuzzer.campaign import CampaignError, from_dict
+from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict
 from gapfuzz.fuzzer.recipe import variant_id
 from tests.option_backends import SPACE
 

@@ -8,8 +8,8 @@ import pytest
 from gapfuzz.core.bugs import Verdict
 from gapfuzz.core.modes import Mode
 from gapfuzz.results.schema import RunRecord
-from gapfuzz.workers.chain import PROBE_CHAIN, VARIANT_CHAIN
-from gapfuzz.workers.passes import Pass, PassManager
+from gapfuzz.workers.judge.chain import PROBE_CHAIN, VARIANT_CHAIN
+from gapfuzz.workers.judge.passes import Pass, PassManager
 
 
 @dataclass

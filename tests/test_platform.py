@@ -1,14 +1,14 @@
 """A compiler answers to eager on its own device, eager on a device to eager on the host, and TF32 is
 the platform's setting: off unless asked, recorded per run, and a divergence it causes is explained,
-never a finding (``workers.comparisons``, ``workers.platform``)."""
+never a finding (``workers.judge.comparisons``, ``workers.run.platform``)."""
 from __future__ import annotations
 
 import pytest
 
 from gapfuzz.core.bugs import Explanation, Verdict
 from gapfuzz.core.strict_yaml import load
-from gapfuzz.fuzzer.campaign import CampaignError, from_dict
-from gapfuzz.workers.comparisons import DIVERGED
+from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict
+from gapfuzz.workers.judge.comparisons import DIVERGED
 
 from .conftest import run_campaign
 
@@ -141,7 +141,7 @@ def test_tf32_is_set_and_restored_even_after_torch_disables_its_global_flags():
     import sys
 
     code = ("import torch; torch.backends.disable_global_flags()\n"
-            "from workers.platform import Precision\n"
+            "from workers.run.platform import Precision\n"
             "with Precision(True).applied():\n"
             "    print(torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)\n"
             "with Precision(False).applied(): print(torch.backends.cudnn.allow_tf32)\n"

@@ -7,7 +7,7 @@ import torch
 
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
-from gapfuzz.workers.probes import EDGES, EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
+from gapfuzz.workers.run.probes import EDGES, EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
 
 
 def _variant(seed_id: str):
@@ -97,7 +97,7 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     import ray
 
     from gapfuzz.analysis.api import load_run
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
     from gapfuzz.core.strict_yaml import load
     from gapfuzz.core.ids import SeedId
@@ -142,7 +142,7 @@ def test_layout_probes_keep_the_values_and_change_the_strides():
 
 def test_a_probe_the_reference_refuses_blames_no_target_for_failing_it():
     from gapfuzz.core.bugs import Status, Verdict
-    from gapfuzz.workers.judge import RefusedProbe
+    from gapfuzz.workers.judge.verdict import RefusedProbe
     from gapfuzz.results.schema import RunRecord
 
     refused = RefusedProbe("RuntimeError", "ZeroDivisionError")
@@ -162,8 +162,8 @@ def test_a_stack_that_compiles_again_for_new_strides_gets_at_most_one_layout():
     """Eager, ONNX Runtime, OpenVINO and plug-ins take any strides: every layout. Inductor and aot-eager
     compile again for each: one, on a convolution (channels-last) or a matmul (transposed) only.
     AOTInductor reads another layout wrong: none. A campaign that names layouts gives every stack all."""
-    from gapfuzz.workers.backend import Backend, adapt
-    from gapfuzz.workers.registry import backend_class
+    from gapfuzz.workers.run.backend import Backend, adapt
+    from gapfuzz.workers.run.registry import backend_class
 
     assert [backend_class(s).any_strides for s in ("eager", "eager-fp64", "onnxruntime", "openvino", "tensorrt")] \
         == [True] * 5
@@ -269,7 +269,7 @@ def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
@@ -309,7 +309,7 @@ def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near
 
 
 def test_edge_probes_sit_one_step_from_the_dtypes_edges_on_small_graphs_only():
-    from gapfuzz.workers.probes import QUOTIENTS
+    from gapfuzz.workers.run.probes import QUOTIENTS
 
     assert not [p for p in choose(*_gm_inputs("timm/test_resnet"), ProbeSettings(), "v#0") if p.kind == "edge"]
     v = _variant("ops/floor_divide/float32/0")

@@ -43,8 +43,8 @@ def test_a_matrix_product_width_resizes_its_contraction():
 
 
 def test_a_campaign_draws_the_operators_own_dimension_past_every_block_length():
-    from gapfuzz.fuzzer.campaign import from_dict
-    from gapfuzz.fuzzer.plan import select_seeds, with_sizes
+    from gapfuzz.fuzzer.config.campaign import from_dict
+    from gapfuzz.fuzzer.config.plan import select_seeds, with_sizes
 
     c = from_dict({"seeds": [{"source": "ops", "include": ["ops/softmax/float32/*", "ops/sum/float32/1"]}],
                    "backends": {"targets": ["inductor@cpu"]}, "sizes": {"per_seed": 1}})

@@ -9,8 +9,8 @@ from gapfuzz.core.bugs import Stage, Status
 from gapfuzz.core.failures import Failure
 from gapfuzz.results.catalog import CatalogRow
 from gapfuzz.results.schema import COLUMNS, RunRecord, arrow_schema
-from gapfuzz.workers.judge import Judgement
-from gapfuzz.workers.sandbox import Fault
+from gapfuzz.workers.judge.verdict import Judgement
+from gapfuzz.workers.run.sandbox import Fault
 
 
 def test_every_field_is_a_column_and_a_row_reads_back_as_the_record():
@@ -36,7 +36,7 @@ def test_a_column_that_is_not_one_is_refused_not_dropped():
 
 def test_the_judgement_gives_record_columns_only():
     names = {f.name for f in dataclasses.fields(RunRecord)}
-    from gapfuzz.workers.compare import Attribution, Closeness
+    from gapfuzz.workers.judge.compare import Attribution, Closeness
 
     j = Judgement(Attribution("agree", Closeness()), None)
     assert set(j.columns()) <= names

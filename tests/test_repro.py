@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from gapfuzz.core.bugs import bug_key
-from gapfuzz.fuzzer.campaign import from_dict
-from gapfuzz.fuzzer.repro import reproduce
-from gapfuzz.fuzzer.shrink.core import Shrinker
+from gapfuzz.fuzzer.config.campaign import from_dict
+from gapfuzz.fuzzer.repro.minimise import reproduce
+from gapfuzz.fuzzer.repro.shrink.core import Shrinker
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
 
@@ -59,7 +59,7 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
 def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_path):
     """ReLU that drops NaN: the example inputs hold no NaN, the NaN probe does, and so must inputs.pt."""
     run, c = _run_dir(tmp_path, {"class": "tests.numeric_backends:NanToZeroInOneOp", "device": "cpu"})
-    from gapfuzz.workers.probes import Probe
+    from gapfuzz.workers.run.probes import Probe
 
     probe = Probe.of("special", {"value": "nan", "pattern": "single"}, 12345)
     record = {"campaign": "t", "variant_id": "ops/nn.functional.relu/float32/0#0", "backend": "nan-to-zero@cpu",
@@ -77,7 +77,7 @@ def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_pat
 def test_shrink_candidates_are_judged_once_without_tier_2_explanations_or_bisection():
     """``core.bugs``: a candidate's run is not bisected. Each shrink candidate of an Inductor finding would
     otherwise be bisected (the campaign's ``compare.bisect``), costing a bisection per predicate call."""
-    from gapfuzz.fuzzer.repro import candidate_settings
+    from gapfuzz.fuzzer.repro.minimise import candidate_settings
 
     c = from_dict({"seeds": [{"source": "timm", "include": ["test_resnet"]}],
                    "backends": {"targets": ["inductor@cpu"]}, "compare": {"bisect": True, "explain": True}})
@@ -94,7 +94,7 @@ def test_shrinker_consider_skips_seen_and_larger_candidates():
     calls = []
     sh = Shrinker(v, lambda cand: calls.append(cand) or True)
     assert not sh.consider(v)  # already seen
-    from gapfuzz.fuzzer.shrink.passes import cut_after
+    from gapfuzz.fuzzer.repro.shrink.passes import cut_after
 
     first = next(n.name for n in v.gm.graph.nodes if n.op == "call_function")
     small = cut_after(v, first)
@@ -148,9 +148,9 @@ def _cancellation():
 def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_path, plugin, verdict):
     """It used to exit 1 only when the target was further from float64 than eager: a reference-divergent
     or ill-conditioned cluster's reproducer said 'not reproduced' while the bug was there."""
-    from gapfuzz.fuzzer.repro import verify
-    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
-    from gapfuzz.workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro.minimise import verify
+    from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.workers.run.registry import parse_backend
 
     v = _cancellation()
     target = parse_backend("x@cpu", cls_path=f"tests.numeric_backends:{plugin}")
@@ -164,11 +164,11 @@ def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_pat
 
 def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_path):
     """Both used to disagree: the reproducer had its own tolerance table."""
-    from gapfuzz.fuzzer.repro import verify
-    from gapfuzz.fuzzer.repro_code import reproducer, save_inputs
-    from gapfuzz.fuzzer.shrink.predicate import SameBug
-    from gapfuzz.workers.compare import Tolerances
-    from gapfuzz.workers.registry import parse_backend
+    from gapfuzz.fuzzer.repro.minimise import verify
+    from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
+    from gapfuzz.workers.judge.compare import Tolerances
+    from gapfuzz.workers.run.registry import parse_backend
 
     from tests.judging import judge_settings
 
@@ -193,7 +193,7 @@ def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_
 
 
 def test_an_amplified_cluster_is_refused_with_one_line(tmp_path):
-    from gapfuzz.fuzzer.repro import ReproError
+    from gapfuzz.fuzzer.repro.minimise import ReproError
 
     record = {"status": "mismatch", "verdict": "amplified", "symptom": "numeric", "backend": "inductor@cpu",
               "variant_id": "timm/x#1", "output_dtype": "float32"}
@@ -207,7 +207,7 @@ def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):
     status of the reproducer itself and kills what it left."""
     import time
 
-    from gapfuzz.fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro.minimise import verify
 
     (tmp_path / "repro.py").write_text(
         "import os, sys, time\n"
@@ -231,7 +231,7 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
     import torch
     import torch.fx as fx
 
-    from gapfuzz.fuzzer.shrink.passes import as_inputs, cut_after, cut_output
+    from gapfuzz.fuzzer.repro.shrink.passes import as_inputs, cut_after, cut_output
     from gapfuzz.core.ir import Variant
 
     aten = torch.ops.aten
@@ -249,7 +249,7 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
 
 def test_verify_runs_a_reproducer_where_no_file_of_its_folder_can_stand_in_for_torch(tmp_path):
     """A run folder is data: a ``torch.py`` beside ``repro.py`` is neither imported nor run."""
-    from gapfuzz.fuzzer.repro import verify
+    from gapfuzz.fuzzer.repro.minimise import verify
 
     marker = tmp_path / "marker"
     (tmp_path / "torch.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")

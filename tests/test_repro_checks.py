@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from gapfuzz.core.ir import Variant, clone_exact
-from gapfuzz.fuzzer.campaign import from_dict
-from gapfuzz.fuzzer.repro import reproduce, verify
-from gapfuzz.fuzzer.repro_code import layouts, reproducer, save_inputs
-from gapfuzz.fuzzer.shrink.core import Shrinker
-from gapfuzz.fuzzer.shrink.passes import _narrowed, as_inputs, laid_out_like, with_tensor
+from gapfuzz.fuzzer.config.campaign import from_dict
+from gapfuzz.fuzzer.repro.minimise import reproduce, verify
+from gapfuzz.fuzzer.repro.code import layouts, reproducer, save_inputs
+from gapfuzz.fuzzer.repro.shrink.core import Shrinker
+from gapfuzz.fuzzer.repro.shrink.passes import _narrowed, as_inputs, laid_out_like, with_tensor
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
-from gapfuzz.workers.registry import parse_backend
+from gapfuzz.workers.run.registry import parse_backend
 
 REPO = Path(__file__).resolve().parent.parent
 GELU = "ops/nn.functional.gelu/float32/1"  # one operator on a 10 x 10 input
@@ -45,7 +45,7 @@ def _variant(inputs) -> Variant:
 
 def test_inputs_pt_keeps_each_inputs_sizes_strides_and_storage_offset(tmp_path):
     """inputs.pt used to hold ``clone()``s, which make a gapped view such as ``buffer[..., ::2]`` dense."""
-    from gapfuzz.fuzzer.repro_checks import exact
+    from gapfuzz.fuzzer.repro.checks import exact
 
     inputs = _laid_out_inputs()
     v = _variant(inputs)
@@ -92,8 +92,8 @@ def test_dropping_a_mutation_goes_through_consider_its_cache_and_its_budget():
     """_drop_mutations called the predicate itself: no cache, no call budget, no statistics."""
     from gapfuzz.fuzzer.generate import replay
     from gapfuzz.fuzzer.recipe import Recipe
-    from gapfuzz.fuzzer.repro import _drop_mutations
-    from gapfuzz.workers.probes import Probe
+    from gapfuzz.fuzzer.repro.minimise import _drop_mutations
+    from gapfuzz.workers.run.probes import Probe
 
     transpose, step = (["strided_input", {"input": 0, "how": how}] for how in ("transpose", "step"))
     for verdict, calls, dropped in ((False, 1, 0), (True, 2, 2)):
@@ -177,8 +177,8 @@ def test_a_failure_reproducer_exits_1_on_its_own_failure_and_3_on_another(tmp_pa
 
 def test_the_reproducers_template_is_core_templates():
     from gapfuzz.core.templates import template
-    from gapfuzz.fuzzer.repro_checks import rules_used
-    from gapfuzz.fuzzer.repro_checks import template as in_repro
+    from gapfuzz.fuzzer.repro.checks import rules_used
+    from gapfuzz.fuzzer.repro.checks import template as in_repro
     from tests.test_triage import SAME
 
     for message in [m for pair in SAME.values() for m in pair] + ["", "index 3 out of range\n\n  at 0x7f"]:
@@ -226,7 +226,7 @@ def test_repro_lengths_prints_each_reproducers_lines_the_median_and_the_largest(
 @pytest.mark.parametrize("fault, reproduced", [("segfault", True), ("raise", False)])
 def test_a_crash_reproducer_counts_its_signal_and_not_an_exception(tmp_path, fault, reproduced):
     from gapfuzz.core.bugs import bug_key
-    from gapfuzz.fuzzer.repro import reproduced_by
+    from gapfuzz.fuzzer.repro.minimise import reproduced_by
 
     v = _gelu()
     record = {"status": "crash", "stage": "run", "cause": "signal:SIGSEGV", "error_type": "SIGSEGV",

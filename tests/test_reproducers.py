@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from gapfuzz.core.ir import Variant
-from gapfuzz.fuzzer.reproducers.literals import generated, needs_nan_names, torch_literal
-from gapfuzz.fuzzer.reproducers.case import Case, index_only
-from gapfuzz.fuzzer.reproducers.stacks import native_scripts
-from gapfuzz.fuzzer.reproducers.torch_code import function_source
-from gapfuzz.workers.registry import BackendSpec
+from gapfuzz.fuzzer.repro.reproducers.literals import generated, needs_nan_names, torch_literal
+from gapfuzz.fuzzer.repro.reproducers.case import Case, index_only
+from gapfuzz.fuzzer.repro.reproducers.stacks import native_scripts
+from gapfuzz.fuzzer.repro.reproducers.torch_code import function_source
+from gapfuzz.workers.run.registry import BackendSpec
 
 
 def _read(text: str) -> torch.Tensor:

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from gapfuzz.core.bugs import Explanation, Kind, Symptom, Verdict
-from gapfuzz.workers.compare import Tolerances, compare
-from gapfuzz.workers.emulate import emulate, round_tf32
-from gapfuzz.workers.explain import declared, explain, hypotheses, measure
+from gapfuzz.workers.judge.compare import Tolerances, compare
+from gapfuzz.workers.judge.emulate import emulate, round_tf32
+from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
 
 PLANTED = """
 name: planted-faults
@@ -36,7 +36,7 @@ def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     tight = "compare: {tolerances: {float32: [1.0e-8, 1.0e-9]}, multiplier: 1.0}\n"  # the reordered sum shows
@@ -127,7 +127,7 @@ def test_emulations_of_a_real_model_keep_its_values_shapes_and_dtypes(seed_id):
     every hypothesis gives the outputs eager gives, shape for shape and dtype for dtype."""
     from gapfuzz.seeds import create_seed
     from gapfuzz.seeds.capture import capture
-    from gapfuzz.workers.explain import spread
+    from gapfuzz.workers.judge.explain import spread
 
     v = capture(create_seed(seed_id)).variant
     reference = torch.utils._pytree.tree_leaves(v.gm(*v.inputs))
@@ -157,7 +157,7 @@ def test_a_half_graph_computed_in_float32_explains_a_less_exact_reference():
 
 def test_ledger_cases_hand_their_location_to_later_runs():
     from gapfuzz.results.schema import RunRecord
-    from gapfuzz.workers.align import AlignLedger, Location
+    from gapfuzz.workers.judge.align import AlignLedger, Location
 
     ledger = AlignLedger()
     assert ledger.claim("seed|d-1", "v#0") is None

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gapfuzz.workers import pipe
-from gapfuzz.workers.executor import Executor
-from gapfuzz.workers.registry import BackendSpec
-from gapfuzz.workers.sandbox import Fault, RemoteError, Sandbox
+from gapfuzz.workers.run import pipe
+from gapfuzz.workers.run.executor import Executor
+from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.sandbox import Fault, RemoteError, Sandbox
 
 from . import fault_helpers
 
@@ -132,8 +132,8 @@ def test_a_backend_that_fails_before_it_prepares_is_recorded_as_its_own_error(cl
 
 
 def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
-    from gapfuzz.workers.messages import RunRequest
-    from gapfuzz.workers.runner import run_variant
+    from gapfuzz.workers.run.messages import RunRequest
+    from gapfuzz.workers.run.runner import run_variant
 
     from tests.judging import judge_settings
 

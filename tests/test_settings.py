@@ -1,4 +1,4 @@
-"""Each campaign setting is defined once (``fuzzer.settings``, ``workers.messages``): the schema, the
+"""Each campaign setting is defined once (``fuzzer.config.settings``, ``workers.run.messages``): the schema, the
 defaults and the workers' settings follow from that definition."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from gapfuzz.core.setting import NO_DEFAULT, build, defaults_of, schema_of, setting
-from gapfuzz.fuzzer.campaign import from_dict
-from gapfuzz.fuzzer.campaign_schema import DEFAULTS, SCHEMA
-from gapfuzz.fuzzer.settings import CompareSettings, RunSettings
-from gapfuzz.workers.messages import JudgeCompare, JudgeRun, JudgeSettings
+from gapfuzz.fuzzer.config.campaign import from_dict
+from gapfuzz.fuzzer.config.schema import DEFAULTS, SCHEMA
+from gapfuzz.fuzzer.config.settings import CompareSettings, RunSettings
+from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
 
 from tests.judging import judge_settings
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gapfuzz.fuzzer.campaign import CampaignError, from_dict
-from gapfuzz.fuzzer.plan import plan, select_seeds, with_sizes
+from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict
+from gapfuzz.fuzzer.config.plan import plan, select_seeds, with_sizes
 from gapfuzz.seeds import create_seed
 from gapfuzz.core.ids import SeedId
 from gapfuzz.seeds.sizes import DIMENSION_SIZES, SizeError, choose

@@ -8,9 +8,9 @@ import torch
 from gapfuzz.core.bugs import Kind, Symptom, Verdict
 from gapfuzz.core.modes import Mode
 from gapfuzz.core.ir import Variant
-from gapfuzz.workers.compare import Tolerances
-from gapfuzz.workers.judge import judge_outputs
-from gapfuzz.workers.training import Trainer, lift_parameters, loss_of, training_output_names
+from gapfuzz.workers.judge.compare import Tolerances
+from gapfuzz.workers.judge.verdict import judge_outputs
+from gapfuzz.workers.run.training import Trainer, lift_parameters, loss_of, training_output_names
 
 aten = torch.ops.aten
 PLANTED = """
@@ -82,8 +82,8 @@ def test_a_gradient_that_alone_differs_is_the_grad_symptom():
 
 
 def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_stack_that_does():
-    from gapfuzz.fuzzer.campaign import CampaignError, from_dict
-    from gapfuzz.fuzzer.plan import plan
+    from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict
+    from gapfuzz.fuzzer.config.plan import plan
 
     c = from_dict({"mode": ["inference", "training"], "seeds": [{"source": "ops"}],
                    "sizes": {"per_seed": 0, "widths": 0},
@@ -103,9 +103,9 @@ def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduc
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
-    from gapfuzz.fuzzer.repro import reproduce_cluster
+    from gapfuzz.fuzzer.repro.minimise import reproduce_cluster
 
     c = from_dict(load(PLANTED, "planted"), "planted")
     (tmp_path / "run").mkdir()
@@ -141,10 +141,10 @@ def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_sta
     import operator
 
     from gapfuzz.fuzzer.generate import captured
-    from gapfuzz.workers.compare import compare
-    from gapfuzz.workers.executor import to_host
-    from gapfuzz.workers.registry import parse_backend
-    from gapfuzz.workers.training import draws_randomly, output_names
+    from gapfuzz.workers.judge.compare import compare
+    from gapfuzz.workers.run.executor import to_host
+    from gapfuzz.workers.run.registry import parse_backend
+    from gapfuzz.workers.run.training import draws_randomly, output_names
 
     info, cap = captured("timm/test_resnet", None, use_cache=False, train_layers=True)
     running = [n for n in cap.variant.output_names if n.startswith("running:")]

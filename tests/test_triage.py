@@ -336,7 +336,7 @@ def write_run(path, messages: list[str], status: str = "error"):
 
 
 def test_cli_triage_report_and_diff(tmp_path, capsys):
-    from gapfuzz.fuzzer.cli import main
+    from gapfuzz.fuzzer.cli.main import main
 
     view, matmul = SAME["torch view"], SAME["torch matmul"]
     before = write_run(tmp_path / "before", [view[0], view[1], matmul[0]])

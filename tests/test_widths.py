@@ -23,7 +23,7 @@ run: {repeats: 1}
 def test_a_layer_norm_that_reads_one_block_of_a_row_is_found_only_at_a_width(tmp_path, local_ray):
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
-    from gapfuzz.fuzzer.campaign import from_dict
+    from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
     Driver(from_dict(load(WIDE, "wide"), "wide"), tmp_path / "wide", progress=False).run()

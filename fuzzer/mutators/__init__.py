@@ -8,7 +8,7 @@ import fnmatch
 
 from gapfuzz.core.registry import Registry
 
-from .base import Mutator, MutatorError, Rejected
+from gapfuzz.fuzzer.mutators.base import Mutator, MutatorError, Rejected
 
 
 def _has_family(cls) -> None:

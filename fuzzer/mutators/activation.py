@@ -1,8 +1,8 @@
 """Replace an activation with another one (LEMON's activation replace, at ATen level)."""
 from __future__ import annotations
 
-from . import register_mutator
-from .base import Mutator, aten, copy_graph, finish, insert_after, node, pick
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, aten, copy_graph, finish, insert_after, node, pick
 
 # name -> (op, extra positional args, extra kwargs); every entry maps a tensor to a same-shape tensor
 ACTIVATIONS = {

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch.fx as fx
 
-from . import register_mutator
-from .base import Mutator, Rewrite, tensor_meta
-from .dtype_ops import OPS, kind_of, ops_for
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rewrite, tensor_meta
+from gapfuzz.fuzzer.mutators.dtype_ops import OPS, kind_of, ops_for
 
 
 def _kind(n: fx.Node) -> str | None:

@@ -17,8 +17,8 @@ import random
 import torch
 import torch.fx as fx
 
-from . import register_mutator
-from .base import Mutator, Rewrite, aten, dtype_of, float_nodes, same_layout, shape_of
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rewrite, aten, dtype_of, float_nodes, same_layout, shape_of
 
 COMPARE = {"gt": aten.gt.Tensor, "ge": aten.ge.Tensor, "lt": aten.lt.Tensor, "le": aten.le.Tensor}
 MAX_NUMEL = 1 << 20  # nonzero and unique over a larger activation cost more than the model

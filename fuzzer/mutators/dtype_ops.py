@@ -12,8 +12,8 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
-from .base import Rewrite, aten
-from .insert_unary import UNARY
+from gapfuzz.fuzzer.mutators.base import Rewrite, aten
+from gapfuzz.fuzzer.mutators.insert_unary import UNARY
 
 INTEGER = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -15,8 +15,8 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
-from . import register_mutator
-from .base import Mutator, Rewrite, aten, dtype_of, float_nodes, pick, same_layout, shape_of
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rewrite, aten, dtype_of, float_nodes, pick, same_layout, shape_of
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Insert an elementwise unary op after a floating tensor: widens op coverage per site."""
 from __future__ import annotations
 
-from . import register_mutator
-from .base import Mutator, aten, copy_graph, finish, float_nodes, insert_after, node, pick
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, aten, copy_graph, finish, float_nodes, insert_after, node, pick
 
 UNARY = {
     "abs": aten.abs.default, "neg": aten.neg.default, "sin": aten.sin.default, "cos": aten.cos.default,

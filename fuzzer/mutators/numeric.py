@@ -9,8 +9,8 @@ import math
 
 import torch
 
-from . import register_mutator
-from .base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick
 
 SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0, "denormal": None}
 TIE_CONSUMERS = {aten.argmax.default, aten.argmin.default, aten.sort.default, aten.sort.stable, aten.topk.default,

@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from . import register_mutator
-from .base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick, shape_of
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick, shape_of
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 _SHAPE_ARG_OPS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch.fx as fx
 
-from . import register_mutator
-from .base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick, shape_of
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rejected, Rewrite, aten, call_nodes, dtype_of, pick, shape_of
 
 
 def _same_shape_pairs(variant, reach: int = 1) -> list[tuple[fx.Node, fx.Node]]:

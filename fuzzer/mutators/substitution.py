@@ -11,8 +11,8 @@ import operator
 import torch
 import torch.fx as fx
 
-from . import register_mutator
-from .base import Mutator, Rewrite, aten, call_nodes, dtype_of, pick, same_layout, shape_of
+from gapfuzz.fuzzer.mutators import register_mutator
+from gapfuzz.fuzzer.mutators.base import Mutator, Rewrite, aten, call_nodes, dtype_of, pick, same_layout, shape_of
 
 
 class _Substitution(Mutator):

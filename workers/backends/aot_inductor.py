@@ -8,10 +8,10 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from ..backend import Backend, stage
-from ..registry import register_backend
-from .eager import to_device
-from .inductor import inductor_config_keys
+from gapfuzz.workers.run.backend import Backend, stage
+from gapfuzz.workers.run.registry import register_backend
+from gapfuzz.workers.backends.eager import to_device
+from gapfuzz.workers.backends.inductor import inductor_config_keys
 
 
 def prepare_aot_inductor(gm, example_inputs, device, options):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..backend import DEVICES, Backend
-from ..interpret import WIDEN, widen_args
-from ..registry import register_backend
+from gapfuzz.workers.run.backend import DEVICES, Backend
+from gapfuzz.workers.judge.interpret import WIDEN, widen_args
+from gapfuzz.workers.run.registry import register_backend
 
 
 def to_device(gm, device: str, dtype_map: dict | None = None):

@@ -1,7 +1,7 @@
 """torch.compile with Inductor: the compiled path users deploy with.
 
 ``dynamic: true`` compiles with ``dynamic=True``: every input size is traced as a symbol (what
-``torch._dynamo.mark_dynamic`` does for one size), so the resize probes (``workers.probes``) run the
+``torch._dynamo.mark_dynamic`` does for one size), so the resize probes (``workers.run.probes``) run the
 code compiled at the example's sizes at other sizes, without a new compile; ``symbolic_sizes`` reads
 whether a compile held symbolic sizes.
 """
@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import torch
 
-from ..backend import Backend
-from ..registry import register_backend
-from .eager import to_device
+from gapfuzz.workers.run.backend import Backend
+from gapfuzz.workers.run.registry import register_backend
+from gapfuzz.workers.backends.eager import to_device
 
 
 def prepare_inductor(gm, example_inputs, device, options):

@@ -5,9 +5,9 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from ..backend import Backend, device_unavailable_reason, stage
-from ..registry import register_backend
-from .host_arrays import from_numpy, placeholder_names, to_numpy
+from gapfuzz.workers.run.backend import Backend, device_unavailable_reason, stage
+from gapfuzz.workers.run.registry import register_backend
+from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 _LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",

@@ -11,9 +11,9 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from ..backend import Backend, stage
-from ..registry import register_backend
-from .host_arrays import from_numpy, placeholder_names, to_numpy
+from gapfuzz.workers.run.backend import Backend, stage
+from gapfuzz.workers.run.registry import register_backend
+from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
 

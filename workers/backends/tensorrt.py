@@ -5,9 +5,9 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from ..backend import Backend, stage
-from ..registry import register_backend
-from .eager import to_device
+from gapfuzz.workers.run.backend import Backend, stage
+from gapfuzz.workers.run.registry import register_backend
+from gapfuzz.workers.backends.eager import to_device
 
 
 def prepare_tensorrt(gm, example_inputs, device, options):

@@ -1,0 +1,1 @@
+"""The ``gapfuzz`` command line."""

@@ -1,0 +1,413 @@
+"""The ``gapfuzz`` console script."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import astuple
+from pathlib import Path
+
+from gapfuzz.core.ids import BackendName
+
+from gapfuzz.fuzzer.cli.parser import EXIT_BAD_INPUT, build_parser
+
+
+EXIT_PIPE_CLOSED = 141  # what a shell reports for a command that SIGPIPE stopped (128 + 13)
+
+
+class UserError(Exception):
+    """Bad input from the command line; printed as one line, exit status 2."""
+
+
+SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict", "stage", "mutations"]
+
+
+def _records(run_dir: str, columns: list[str] | None = None):
+    from gapfuzz.results.folder import FolderError
+    from gapfuzz.results.store import RecordStore
+
+    try:
+        store = RecordStore(run_dir)
+        found = store.folder.is_dir()
+    except FolderError as e:
+        raise UserError(str(e)) from None
+    if not found:
+        raise UserError(f"{run_dir}: no such run folder")
+    if not store.files():
+        raise UserError(f"{run_dir}: holds no records (is it a gapfuzz run folder?)")
+    return store.read(columns).to_pandas()
+
+
+def cmd_run(args) -> int:
+    from gapfuzz.results.folder import Folder, FolderError, run_folder_around
+    from gapfuzz.analysis.triage import render_summary, render_unmutated
+    from gapfuzz.core.bugs import Status, Verdict
+
+    from gapfuzz.fuzzer.config.campaign import load_campaign
+    from gapfuzz.fuzzer.driver import Driver
+    from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
+    from gapfuzz.fuzzer.config.plan import select_seeds
+
+    campaign = load_campaign(args.campaign)
+    seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
+    if args.check:
+        return _check(campaign, seed_ids)
+    try:
+        run_dir = Folder(args.out or f"{campaign.output}/{campaign.name}")  # a path, or a URI (s3://...)
+    except FolderError as e:
+        raise UserError(str(e)) from None
+    around = run_folder_around(run_dir.local_path) if run_dir.local_path is not None else None
+    if around is not None:
+        raise UserError(f"{run_dir}: inside the run folder {around}; a run folder writes only inside itself, "
+                        f"so give --out a folder of its own")
+    address = args.address or campaign.address
+    driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
+    try:
+        check_run_dir(run_dir, campaign, args.resume)
+        check_cache(campaign)
+        check_address(address)
+        if address:
+            driver.connect()  # a cluster that does not answer is said before anything is written
+        else:
+            driver.check_available()
+        run_dir.mkdir()
+        run_dir.write_bytes(campaign.to_yaml().encode(), "campaign.yaml")
+        driver.pools.manifest().write(run_dir)  # run.json beside it: the backends that run here, by record name
+    except ConnectionError as e:  # Ray found no cluster where it was told to look, or did not start here
+        where = f"--address {address}" if address else "Ray"
+        raise UserError(f"{where}: {' '.join(str(e).split())[:200]}") from None
+    except (LaunchError, OSError, FolderError) as e:
+        raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
+            from None
+    try:
+        driver.run(seed_ids)
+    except ConnectionError as e:  # the embedded Ray did not start (workers.run.pool.connect): nothing is lost
+        raise UserError(f"Ray: {' '.join(str(e).split())[:200]}; continue with: "
+                        f"{resume_command(args.campaign, run_dir, args.address)}") from None
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: records so far are kept in {run_dir}; continue with: "
+              f"{resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
+        return 130
+    except OSError as e:  # the run folder's disk: what was written before stays
+        raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
+                        f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None
+    df = _records(str(run_dir), SUMMARY_COLUMNS)
+    print(render_summary(df))
+    unmutated = render_unmutated(df)
+    if unmutated:
+        print(unmutated)
+    counts = df["status"].value_counts()
+    vendor = int((df["verdict"] == Verdict.TARGET_DIVERGENT).sum()) if "verdict" in df else 0
+    print(f"\n{len(df)} runs of {df['variant_id'].nunique()} variants from {df['seed_id'].nunique()} seeds: "
+          f"{int(counts.get(Status.MISMATCH, 0))} mismatches ({vendor} blamed on the target), "
+          f"{int(counts.get(Status.CRASH, 0))} crashes, {int(counts.get(Status.ERROR, 0))} errors, "
+          f"{int(counts.get(Status.TIMEOUT, 0))} timeouts")
+    print(f"results: {run_dir}   (triage: gapfuzz triage {run_dir})")
+    return 0
+
+
+def _check(campaign, seed_ids: list[str]) -> int:
+    """``gapfuzz run --check``: the file is valid (it loaded) and this is what it would run."""
+    from gapfuzz.fuzzer.config.plan import plan_lines, with_sizes
+
+    print("\n".join(plan_lines(campaign, with_sizes(campaign, seed_ids))))
+    return 0
+
+
+def cmd_schema(args) -> int:
+    import json
+
+    from gapfuzz.fuzzer.config.schema import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def _run(run_dir: str, args=None):
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.results.store import ResultsError
+
+    try:
+        return load_run(run_dir, getattr(args, "known", None), getattr(args, "catalog", None))
+    except ResultsError as e:
+        raise UserError(str(e)) from None
+
+
+def cmd_triage(args) -> int:
+    from gapfuzz.analysis.triage import render_clusters
+
+    run = _run(args.run_dir, args)
+    if args.why:
+        print(run.why(args.why))
+        return 0
+    print(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
+                          benign_shown=args.benign, models=run.catalog_models()))
+    return 0
+
+
+def cmd_report(args) -> int:
+    try:
+        from gapfuzz.analysis.report import write_report
+    except ImportError as e:
+        raise UserError(f"gapfuzz report needs the module {e.name}: install gapfuzz's dependencies (the README "
+                        f"says which a run is read with)") from None
+
+    run = _run(args.run_dir, args)
+    if args.vendor:
+        return _vendor_digest(run, args)
+    if args.out:
+        _check_report_out(Path(args.out), run)
+    try:
+        path = write_report(run, args.out)
+    except OSError as e:
+        raise UserError(f"{args.out or args.run_dir}: cannot write the report: {e.strerror or e}") from None
+    print(path)
+    return 0
+
+
+def _check_report_out(out: Path, run) -> None:
+    """A report is written beside the run's own files or outside every run folder, never into
+    another run's folder nor into a ``records/`` (where every later triage would read it)."""
+    from gapfuzz.results.folder import run_folder_around
+
+    if out.is_dir():
+        raise UserError(f"{out}: is a folder; give --out the report's file name ({out / 'report.html'})")
+    around = run_folder_around(out)
+    if around is None:
+        return
+    own = run.path.resolve() if run.path is not None else None
+    if around != own:
+        raise UserError(f"{out}: inside the run folder {around}; a run folder holds only its own files, so "
+                        f"write the report elsewhere")
+    if (around / "records") in out.resolve().parents:
+        raise UserError(f"{out}: inside {around / 'records'}, which holds only records (every triage reads "
+                        f"what is there); write the report elsewhere")
+
+
+def cmd_diff(args) -> int:
+    from gapfuzz.analysis.triage import diff, render_diff
+
+    before, after = _run(args.run_a, args), _run(args.run_b, args)
+    print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
+    return 0
+
+
+def _vendor_digest(run, args) -> int:
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.analysis.vendor import digest
+
+    if run.path is None:
+        raise UserError(f"{args.run_dir}: the vendor digest is written from a local run folder")
+    stacks = sorted({BackendName.stack_of(b) for b in run.records(["backend"])["backend"].unique()})
+    if BackendName.stack_of(args.vendor) not in stacks:  # before anything is written
+        raise UserError(f"{args.run_dir}: no stack {args.vendor!r} ran here (its stacks: {', '.join(stacks)})")
+    out = Path(args.out) if args.out else run.path / "vendor" / BackendName.stack_of(args.vendor)
+    try:
+        found = digest(run, args.vendor, out)
+    except OSError as e:
+        raise UserError(f"{out}: cannot write the digest: {e.strerror or e}") from None
+    print(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
+                       [[b.name + (" (explained)" if b.explained else ""), ", ".join(b.ops), len(b.clusters), b.runs,
+                         b.reproducers] for b in found]))
+    print(f"digest: {out}/README.md")
+    return 0
+
+
+def cmd_repro(args) -> int:
+    from gapfuzz.results.store import ResultsError
+
+    from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
+
+    run = _run(args.run_dir)  # a bad folder is one clear line before anything is built
+    if args.all:
+        return _repro_all(run, args)
+    if not args.cluster_id:
+        raise UserError("gapfuzz repro: name a cluster id (from gapfuzz triage), or give --all")
+    try:
+        r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries,
+                              allow_plugins=args.allow_plugins)
+    except (ResultsError, ReproError) as e:
+        raise UserError(str(e)) from None
+    if r.status == "not-reproduced" and not r.nodes_after:
+        print(f"the cluster's representative did not show the bug again ({r.predicate_calls} tries): "
+              f"not minimised; see {r.folder}/shrink.json")
+        return 1
+    print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
+          f"in {r.seconds:.0f} s; repro.py ({r.form}, {r.lines} lines) failed {r.failures} of {r.tries} fresh runs")
+    for note in r.notes:
+        print(f"note: {note}")
+    print(f"reproducer: {r.folder}/repro.py   report: {r.folder}/report.md")
+    return 0 if r.status == "reproducible" else 1
+
+
+def _repro_all(run, args) -> int:
+    """Every vendor cluster under one time budget, the unreproduced first; a table of what each gave."""
+    import time
+
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.results.store import ResultsError
+
+    from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
+
+    if run.path is None:
+        raise UserError(f"{args.run_dir}: gapfuzz repro minimises from a local run folder")
+    ids = list(run.clusters(vendor=True)["cluster"])
+    todo = [c for c in ids if not (run.path / "repros" / c / "shrink.json").is_file()]
+    t0, rows = time.perf_counter(), []
+    for i, cluster in enumerate(todo):
+        if time.perf_counter() - t0 > args.budget_s:
+            rows.append([cluster, "not started: budget spent", "", "", ""])
+            continue
+        print(f"[{i + 1}/{len(todo)}] {cluster}", flush=True)
+        try:
+            r = reproduce_cluster(args.run_dir, cluster, None, max_calls=args.max_calls, tries=args.tries,
+                                  allow_plugins=args.allow_plugins)
+            rows.append([cluster, r.status, r.form, r.lines, f"{r.seconds:.0f}"])
+        except (ResultsError, ReproError) as e:
+            rows.append([cluster, f"not minimised: {e}"[:100], "", "", ""])
+    print(format_table(["cluster", "status", "form", "lines", "seconds"], rows))
+    print(f"{len(ids) - len(todo)} of {len(ids)} vendor clusters had a reproducer already")
+    return 0
+
+
+def cmd_mutators(args) -> int:
+    from gapfuzz.analysis.table import format_table
+
+    from gapfuzz.fuzzer.mutators import mutator_table
+
+    rows = [[n, fam, "yes" if keep else "no", doc] for n, fam, keep, doc in mutator_table()]
+    print(format_table(["mutator", "family", "preserves semantics", "what it does"], rows))
+    return 0
+
+
+def cmd_backends(args) -> int:
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.workers.run.registry import backend_class, list_backends
+
+    rows = []
+    for name in list_backends(args.filter):
+        stack, device = astuple(BackendName.parse(name))
+        cls = backend_class(stack)
+        why = cls.unavailable_reason(device)
+        rows.append([name, "yes" if why is None else "no", "yes" if cls.trains else "no",
+                     cls.version() if why is None else "", why or ""])
+    print(format_table(["backend", "available", "trains", "version", "why not"], rows))
+    return 0
+
+
+def _seed_ids(args) -> list[str]:
+    from gapfuzz.seeds import get_source, list_seeds
+
+    if args.source:
+        get_source(args.source)  # an unknown source is one clear line
+    ids = list_seeds(filter=args.filter, source=args.source, exclude=args.exclude)
+    if not ids:
+        raise UserError(f"no seed matches source={args.source or 'any'} filter={args.filter or '*'}")
+    return ids
+
+
+def cmd_seeds(args) -> int:
+    for sid in _seed_ids(args):
+        print(sid)
+    return 0
+
+
+def cmd_seeds_scan(args) -> int:
+    from gapfuzz.analysis.seed_report import render_scan_summary
+
+    from gapfuzz.workers.run.jobs import Stranded
+
+    from gapfuzz.fuzzer.catalog_scan import pick, scan
+    from gapfuzz.fuzzer.cli.launch import LaunchError, check_address
+
+    ids = pick(_seed_ids(args), args.sample, args.seed)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder; give --out a folder")
+    try:
+        check_address(args.address)
+    except LaunchError as e:
+        raise UserError(str(e)) from None
+    if "://" not in args.out:  # a folder that cannot be made is said now, not after the whole scan
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"{out}: cannot write the catalog there: {e.strerror or e}") from None
+    try:
+        catalog = scan(ids, args.out, workers=args.workers, timeout_s=args.timeout, max_params=args.max_params,
+                       memory_gb=args.memory_gb, address=args.address, progress=not args.quiet)
+    except Stranded as e:
+        raise UserError(f"seeds scan: {e}") from None
+    except OSError as e:  # the catalog's disk, at the end
+        if isinstance(e, ConnectionError):
+            raise
+        raise UserError(f"{out}: cannot write the catalog: {e.strerror or e}") from None
+    df = catalog.read().to_pandas()
+    print(render_scan_summary(df[df["seed_id"].isin(ids)]))
+    print(f"catalog: {catalog.dir}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "triage": cmd_triage, "report": cmd_report, "diff": cmd_diff, "seeds list": cmd_seeds,
+            "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "mutators": cmd_mutators, "backends": cmd_backends,
+            "schema": cmd_schema}
+
+
+def _tolerant_output() -> None:
+    """Text the terminal's encoding cannot show (an ellipsis under PYTHONIOENCODING=ascii) is escaped,
+    not a UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (a test's StringIO), or closed
+            pass
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away (``gapfuzz mutators | head -3``): stop quietly, as every CLI
+    does. Python would report the failed flush of stdout at exit, so it is pointed at /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
+    return EXIT_PIPE_CLOSED
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="gapfuzz: %(message)s")
+    _tolerant_output()
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser(COMMANDS).parse_args(argv)
+    try:
+        return args.fn(args)
+    except Exception as e:
+        if not isinstance(e, _bad_input_errors()):
+            raise
+        print(f"gapfuzz: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+# The errors that mean bad input, by the module that defines each. They are looked up only among the
+# modules a command imported (one it did not import cannot have raised), so that reading a run
+# (triage, report, diff) never imports the seeds (torch) or the workers and the campaign (Ray).
+BAD_INPUT_ERRORS = [("gapfuzz.results.folder", "ResultsError"), ("gapfuzz.core.registry", "PluginError"),
+                    ("gapfuzz.core.ids", "IdError"), ("gapfuzz.seeds.errors", "SeedError"),
+                    ("gapfuzz.workers.run.registry", "BackendError"),
+                    ("gapfuzz.fuzzer.config.campaign", "CampaignError"),
+                    ("gapfuzz.fuzzer.mutators.base", "MutatorError")]
+
+
+def _bad_input_errors() -> tuple[type[Exception], ...]:
+    found = [getattr(sys.modules[m], name) for m, name in BAD_INPUT_ERRORS if m in sys.modules]
+    return (UserError, *found)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

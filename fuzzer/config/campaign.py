@@ -1,0 +1,420 @@
+"""Campaign files: load, validate before any work starts, fill defaults, resolve names.
+
+Every problem is one line naming the file and the key or value, e.g.
+``campaigns/x.yaml: unknown key 'sedes' at the top level (did you mean 'seeds'?)``.
+"""
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from gapfuzz.core.modes import Mode, mode_of
+from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS
+from gapfuzz.core.registry import did_you_mean
+from gapfuzz.core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
+from gapfuzz.results.manifest import RunManifest
+from gapfuzz.workers.judge.compare import DEFAULT_TOLERANCES
+from gapfuzz.workers.run.pool import PoolSettings
+from gapfuzz.workers.run.probes import KINDS, ProbeSettings
+from gapfuzz.workers.run.registry import BackendError, BackendSpec, parse_backend
+
+from gapfuzz.core.setting import build
+from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
+
+from gapfuzz.fuzzer.config.settings import BackendSet, CampaignFile, VariantSettings
+
+from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
+
+
+def _is_integer(checker, instance) -> bool:
+    """An int, and not a float that happens to be whole: JSON Schema calls ``2.0`` an integer, and a
+    count written ``2.0`` would reach ``range()`` and Ray as a float."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
+def _types(schema) -> set:
+    t = schema.get("type") if isinstance(schema, dict) else None
+    return {t} if isinstance(t, str) else set(t or [])
+
+
+def _short(value, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else f"{text[:n]}... ({len(value) if isinstance(value, str) else '?'} characters)"
+
+
+class CampaignError(ValueError):
+    """A campaign file that cannot be run; the message is one line."""
+
+
+def default_campaign_path() -> Path:
+    return Path(str(resources.files("gapfuzz.fuzzer") / "campaigns" / "default.yaml"))
+
+
+def _where(path) -> str:
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in path]
+    return "".join(parts).lstrip(".") or "the top level"
+
+
+def _schema_error(source: str, err: jsonschema.ValidationError) -> str:
+    where = _where(err.absolute_path)
+    inst = err.instance
+    wanted = _types(err.schema) | {t for c in (err.context or []) for t in _types(c.schema)}
+    if isinstance(inst, float) and inst.is_integer() and "integer" in wanted and err.validator in ("type", "oneOf"):
+        return f"{source}: {where}: expected a whole number, got {inst!r} (did you mean {int(inst)}?)"
+    if err.validator == "pattern":
+        return f"{source}: {where}: {_short(inst)} cannot name a folder; give {NAME_RULE}"
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        key = extra[0] if extra else "?"
+        return f"{source}: unknown key '{key}' at {where}{did_you_mean(key, allowed)}"
+    if err.validator == "required":
+        return f"{source}: {where}: {err.message}"
+    if err.validator in ("type", "oneOf") and err.context:
+        types = sorted({c.schema.get("type") if isinstance(c.schema.get("type"), str) else "value"
+                        for c in err.context})
+        return f"{source}: {where}: expected {' or '.join(types)}, got {err.instance!r}"
+    return f"{source}: {where}: {err.message}"
+
+
+def _merge(defaults: dict, given: dict) -> dict:
+    out = copy.deepcopy(defaults)
+    for k, v in given.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "options" else v
+    return out
+
+
+def first_difference(a, b, where: str = "", ignore: tuple[str, ...] = ()) -> str | None:
+    """The first dotted key at which two resolved configs differ (keys in ``ignore`` and below them
+    left out), None when they are the same."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            key = f"{where}.{k}" if where else str(k)
+            if key in ignore:
+                continue
+            found = first_difference(a.get(k), b.get(k), key, ignore)
+            if found:
+                return found
+        return None
+    return None if a == b else (where or "(the whole file)")
+
+
+def plugin_classes(given: dict) -> list[str]:
+    """The ``class:`` paths a campaign's backend entries name (read as data, nothing imported)."""
+    b = given.get("backends") if isinstance(given, dict) else None
+    b = b if isinstance(b, dict) else {}
+    entries = [b.get("reference"), b.get("oracle"), *(b.get("targets") or [] if isinstance(b.get("targets"), list)
+                                                       else [])]
+    return [str(e["class"]) for e in entries if isinstance(e, dict) and "class" in e]
+
+
+def _as_list(v) -> list:
+    return [v] if isinstance(v, str) else list(v or [])
+
+
+def backend_spec(entry, source: str, where: str) -> BackendSpec:
+    """A campaign's backend entry as a checked spec, options included (an unknown option of a
+    built-in stack is a typo)."""
+    try:
+        if isinstance(entry, str):
+            spec = parse_backend(entry)
+        elif "class" in entry:
+            spec = parse_backend(f"x@{entry.get('device', 'cpu')}", entry.get("options"), entry.get("label"),
+                                 entry["class"], entry.get("timeout_s"))
+        elif "backend" in entry:
+            spec = parse_backend(entry["backend"], entry.get("options"), entry.get("label"), None,
+                                 entry.get("timeout_s"))
+        else:
+            raise BackendError("a backend entry needs 'backend: stack@device' or 'class: module:Class'")
+    except BackendError as e:
+        raise CampaignError(f"{source}: {where}: {e}") from None
+    if isinstance(entry, dict) and "mode" in entry:
+        spec.modes = tuple(_as_list(entry["mode"]))
+    problem = spec.backend_cls().check_options(spec.options)
+    if problem:
+        raise CampaignError(f"{source}: {where}.options: {problem}")
+    space = entry.get("option_space") if isinstance(entry, dict) else None
+    for key, values in (space or {}).items():
+        for value in values:
+            problem = spec.backend_cls().check_options({**spec.options, key: value})
+            if problem:
+                raise CampaignError(f"{source}: {where}.option_space.{key}: {problem}")
+    spec.option_space = dict(space or {})
+    if isinstance(entry, dict) and "option_cover" in entry:
+        spec.option_cover = _option_cover(entry["option_cover"], spec.option_space, f"{source}: {where}.option_cover")
+    return spec
+
+
+def _option_cover(cover, space: dict, where: str) -> str | dict:
+    """A target's ``option_cover`` checked against its option space: ``pairs``, ``all``, ``draw``, or
+    ``{all: [options]}`` (every combination of those, each with every pair of the others)."""
+    if not space:
+        raise CampaignError(f"{where}: there is no option_space to cover")
+    if isinstance(cover, str):
+        if cover not in COVERS:
+            raise CampaignError(f"{where}: unknown cover {cover!r}{did_you_mean(cover, list(COVERS))}")
+        names = list(space) if cover == ALL else []
+    else:
+        unknown = sorted(set(cover) - {ALL})
+        if unknown:
+            raise CampaignError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], [ALL])}")
+        names = cover.get(ALL)
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise CampaignError(f"{where}.all: a list of option names from the option_space is expected")
+        for name in names:
+            if name not in space:
+                raise CampaignError(f"{where}.all: {name!r} is not in the option_space"
+                                    f"{did_you_mean(name, list(space))}")
+        cover = {ALL: sorted(set(names))}
+    combinations = math.prod(len(space[n]) for n in set(names))
+    if combinations > MAX_COMBINATIONS:
+        raise CampaignError(f"{where}: all of {', '.join(sorted(set(names)))} is {combinations} combinations, more "
+                            f"than {MAX_COMBINATIONS}; cover fewer in every combination, the rest in pairs")
+    return cover
+
+
+@dataclass
+class Campaign:
+    """A validated campaign: every default filled in (``config``, as saved with the run), its sections
+    built (``file``, ``fuzzer.config.settings.CampaignFile``) and the names in them resolved."""
+
+    config: dict
+    source: str
+    file: CampaignFile
+    variants: VariantSettings  # the mutators resolved to names
+    backends: BackendSet
+    probes: ProbeSettings
+
+    # the sections and keys resolution leaves as written
+    name = property(lambda self: self.file.name)
+    seed = property(lambda self: self.file.seed)
+    output = property(lambda self: self.file.output)
+    train_layers = property(lambda self: self.file.train_layers)  # training variants: dropout and batch norm
+    seeds = property(lambda self: self.file.seeds)
+    capture = property(lambda self: self.file.capture)
+    sizes = property(lambda self: self.file.sizes)
+    run = property(lambda self: self.file.run)
+    compare = property(lambda self: self.file.compare)
+    address = property(lambda self: self.file.ray.address)
+    num_cpus = property(lambda self: self.file.ray.num_cpus)
+
+    def judge_settings(self, reference: str, oracle: str | None, *, ledger, device_references: dict,
+                       **overrides) -> JudgeSettings:
+        """The workers' settings: every ``JudgeRun`` and ``JudgeCompare`` key as this campaign has it, the
+        tolerances and the probes, then ``overrides`` (a repro's candidates: once, never bisected). The one
+        place they are built, so a key added to the definition reaches every worker."""
+        given = {f.name: getattr(self.run, f.name) for f in fields(JudgeRun)}
+        given |= {f.name: getattr(self.compare, f.name) for f in fields(JudgeCompare)}
+        given |= dict(reference=reference, oracle=oracle, compare=self.compare.settings, ledger=ledger,
+                      probes=self.probes, device_references=device_references)
+        return JudgeSettings(**(given | overrides))
+
+    @property
+    def reference(self) -> BackendSpec:
+        return self.backends.reference
+
+    @property
+    def oracle(self) -> BackendSpec | None:
+        return self.backends.oracle
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes some target runs in, inference first (the reference runs in each)."""
+        return self.backends.reference.modes
+
+    def pool(self, device: str) -> PoolSettings:
+        """The pool of one device kind, defaults filled in (one worker per core for the CPU)."""
+        given = self.config["pools"].get(device, {})
+        base = dict(POOL_DEFAULTS, workers=max(1, os.cpu_count() or 1) if device == "cpu" else 1)
+        return PoolSettings(device=device, **{**base, **given})
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.config, sort_keys=False)
+
+
+def load_campaign(path: str | Path | None = None, overrides: dict | None = None) -> Campaign:
+    """Read and check a campaign file (the embedded default when ``path`` is None)."""
+    p = Path(path) if path is not None else default_campaign_path()
+    source = str(path) if path is not None else "default campaign"
+    return from_dict(_merge(read_campaign_file(p, source), overrides or {}), source, p.stem)
+
+
+def read_campaign_file(path: Path, source: str | None = None, data: bytes | None = None) -> dict:
+    """The mapping a campaign file holds (``data``, when already read), read strictly
+    (``core.strict_yaml``); one line on any problem."""
+    source = source or str(path)
+    try:
+        data = read_file(path, "campaign file") if data is None else data
+        given = load(data, source)
+    except OSError as e:
+        raise CampaignError(f"{path}: cannot read campaign file: {e.strerror or e}") from None
+    except YamlError as e:
+        raise CampaignError(str(e)) from None
+    given = {} if given is None else given
+    if not isinstance(given, dict):
+        raise CampaignError(f"{source}: a campaign file is a mapping of keys, got {type(given).__name__}")
+    return given
+
+
+def from_dict(given: dict, source: str = "campaign", default_name: str = "campaign") -> Campaign:
+    return _resolve(fill(given, source, default_name), source)
+
+
+def fill(given: dict, source: str = "campaign", default_name: str = "campaign") -> dict:
+    """The campaign checked against the schema, every default filled in; names are not resolved, so
+    nothing is imported (a stored campaign is compared this way on --resume)."""
+    bad_key = key_problem(given)
+    if bad_key:
+        raise CampaignError(f"{source}: {bad_key}")
+    errors = sorted(_Validator(SCHEMA).iter_errors(given), key=lambda e: e.path)
+    if errors:
+        raise CampaignError(_schema_error(source, jsonschema.exceptions.best_match(errors)))
+    bad = non_finite(given)
+    if bad:
+        raise CampaignError(f"{source}: {bad}: a finite number is needed here, not NaN or infinity")
+    config = _merge(dict(DEFAULTS, name=default_name), given)
+    if not re.fullmatch(NAME_PATTERN, config["name"]):
+        raise CampaignError(f"{source}: name: {_short(config['name'])} (from the file name) cannot name a run "
+                            f"folder; give a 'name' of {NAME_RULE}")
+    config["seeds"] = [dict(SELECTION_DEFAULTS, **s) for s in config.get("seeds") or []]
+    if not config["seeds"]:
+        raise CampaignError(f"{source}: seeds: at least one seed selection is needed")
+    for key in ("mutators", "exclude_mutators"):
+        config["variants"][key] = _as_list(config["variants"][key])
+    config["probes"]["kinds"] = _as_list(config["probes"]["kinds"])
+    config["mode"] = _as_list(config["mode"])
+    for pattern in config["probes"]["kinds"]:
+        if not fnmatch.filter(KINDS, pattern):
+            raise CampaignError(f"{source}: probes.kinds: no probe kind matches {pattern!r}"
+                                f"{did_you_mean(pattern, list(KINDS))}")
+    for s in config["seeds"]:
+        s["include"], s["exclude"] = _as_list(s["include"]), _as_list(s["exclude"])
+    unknown = sorted(set(config["compare"]["tolerances"]) - set(DEFAULT_TOLERANCES))
+    if unknown:
+        raise CampaignError(f"{source}: compare.tolerances: unknown dtype {unknown[0]!r}"
+                            f"{did_you_mean(unknown[0], list(DEFAULT_TOLERANCES))}")
+    return config
+
+
+def _resolve(config: dict, source: str) -> Campaign:
+    """Every section of a filled-in config as typed settings; names checked on the way."""
+    from gapfuzz.seeds import source_names
+
+    from gapfuzz.fuzzer.mutators import MutatorError, resolve_mutators
+
+    known = source_names()
+    for i, s in enumerate(config["seeds"]):
+        if s["source"] not in known:
+            raise CampaignError(f"{source}: seeds[{i}].source: unknown seed source '{s['source']}'"
+                                f"{did_you_mean(s['source'], known)}")
+    b, v = config["backends"], config["variants"]
+    targets = [backend_spec(t, source, f"backends.targets[{i}]") for i, t in enumerate(b["targets"])]
+    for t, entry in zip(targets, b["targets"]):
+        if not (isinstance(entry, dict) and "mode" in entry):
+            t.modes = tuple(config["mode"])
+    modes = tuple(m for m in Mode if any(m in t.modes for t in targets))
+    reference = backend_spec(b["reference"], source, "backends.reference")
+    backends = BackendSet(
+        reference=reference,
+        oracle=None if b["oracle"] is None else backend_spec(b["oracle"], source, "backends.oracle"),
+        targets=targets, skip_unavailable=b["skip_unavailable"],
+        device_references=device_references(reference, targets) if b["device_reference"] else {})
+    for spec in (backends.reference, backends.oracle):
+        if spec is not None:
+            spec.modes = modes
+    _check_training(backends, modes, source)
+    _check_backends(backends, source)
+    try:
+        mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
+    except MutatorError as e:
+        raise CampaignError(f"{source}: variants.mutators: {e}") from None
+    if not mutators and (v["per_seed"] > 1 or not v["include_seed"]):
+        raise CampaignError(f"{source}: variants.mutators: no mutator is left, so every variant would be the "
+                            f"seed itself (for the seeds alone: per_seed: 1)")
+    file = build(CampaignFile, config)
+    return Campaign(config, source, file, variants=replace(file.variants, mutators=mutators), backends=backends,
+                    probes=file.probes.settings(file.seed))
+
+
+def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dict[str, str]:
+    """For each device other than the reference's where another stack runs, the reference's stack on
+    that device (device -> its name), appended to ``targets`` in the modes of that device's targets when
+    the campaign does not name it: a compiler on a GPU is judged against eager on the GPU, and eager on
+    the GPU against eager on the host (the platform's comparison)."""
+    found = {}
+    for device in dict.fromkeys(t.device for t in targets if t.device != reference.device):
+        here = [t for t in targets if t.device == device]
+        if all(t.stack == reference.stack and t.cls_path == reference.cls_path for t in here):
+            continue  # eager alone on that device: the platform's comparison only
+        ref = replace(reference, device=device, options=dict(reference.options), option_space={})
+        if device not in ref.backend_cls().devices:
+            continue  # that stack does not run there: the host's reference judges
+        named = next((t for t in here if t.name == ref.name), None)
+        if named is None and ref.unavailable_reason() is not None:
+            continue  # not here (a device torch does not see, a cluster's): name it among the targets to have it
+        modes = tuple(m for m in Mode if any(m in t.modes for t in here))
+        if named is None:
+            targets.append(replace(ref, modes=modes))
+        else:
+            named.modes = tuple(m for m in Mode if m in named.modes or m in modes)
+        found[device] = ref.name
+    return found
+
+
+def _check_training(b: BackendSet, modes: tuple, source: str) -> None:
+    """Training runs need a reference (and oracle) that train, and at least one target that does."""
+    backward = [m for m in modes if mode_of(m).backward]
+    if not backward:
+        return
+    for where, spec in (("reference", b.reference), ("oracle", b.oracle)):
+        if spec is not None and not spec.backend_cls().trains:
+            raise CampaignError(f"{source}: backends.{where}: {spec.name} cannot train, and a target runs in "
+                                f"training mode (stacks that train: gapfuzz backends)")
+    if not any(t.runs_in(m) for m in backward for t in b.targets):
+        raise CampaignError(f"{source}: mode: training is asked for, but no target stack trains "
+                            f"({', '.join(t.name for t in b.targets)}; stacks that train: gapfuzz backends)")
+
+
+def _check_backends(b: BackendSet, source: str) -> None:
+    if not b.targets:
+        raise CampaignError(f"{source}: backends.targets: name at least one target backend")
+    if b.oracle is not None and b.oracle.device != b.reference.device:
+        raise CampaignError(f"{source}: backends.oracle: the oracle must run on the reference's device "
+                            f"({b.reference.device})")
+    labels = [s.name for s in [b.reference, b.oracle, *b.targets] if s is not None]
+    fixed = (b.reference.name, b.oracle.name if b.oracle else None)
+    dup = {n for n in labels if labels.count(n) > 1 and n not in fixed}
+    if dup:
+        raise CampaignError(f"{source}: backends: {sorted(dup)[0]} is named twice; give one a 'label'")
+
+
+def manifest_of(campaign: Campaign, backends: list[BackendSpec] | None = None) -> RunManifest:
+    """What a run folder's readers are told of the campaign (``run.json``, ``results.manifest``):
+    ``backends`` those that run (all the campaign's by default), by their record names."""
+    specs = campaign.backends.all() if backends is None else list(backends)
+    reference, oracle = campaign.reference.name, campaign.oracle.name if campaign.oracle else None
+    as_json = lambda value: json.loads(json.dumps(value, default=str))  # noqa: E731 (tuples to lists)
+    return RunManifest(
+        campaign=campaign.name, reference=reference, oracle=oracle,
+        targets=[s.name for s in specs if s.name not in (reference, oracle)],
+        backends={s.name: {"stack": s.stack, "device": s.device, "options": as_json(dict(s.options)),
+                           "option_space": as_json(dict(s.option_space)), "modes": [str(m) for m in s.modes],
+                           "class": s.cls_path, **({"option_cover": s.option_cover} if s.option_space else {})}
+                  for s in specs},
+        compare=as_json({**asdict(campaign.compare.settings), "sweep": list(campaign.compare.sweep)}),
+        modes=[str(m) for m in campaign.modes])

@@ -1,0 +1,1 @@
+"""The repro family: minimise a cluster's representative, write a reproducer and a report."""

@@ -1,0 +1,111 @@
+"""report.md: what a vendor needs to act on a reproducer, in the order they read it."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import re
+
+from gapfuzz.core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Symptom, Verdict
+from gapfuzz.workers.judge.culprit import in_words
+from gapfuzz.workers.run.registry import BackendSpec
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> str:
+    """What a maintainer asks first, in a few lines: torch, Python, OS, CPU and GPU model (not
+    ``collect_env``'s page of CPU flags and unrelated libraries)."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return (f"torch {torch.__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+            f"CPU: {cpu} ({os.cpu_count()} threads); GPU: {gpu}")
+
+
+def fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``, so the text cannot close it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def block(text: str, lang: str = "") -> list[str]:
+    f = fence(text)
+    return [f + lang, text.rstrip(), f]
+
+
+def expected_text(record: dict) -> str:
+    """What the reproducer checks, in words: the one check it holds."""
+    if record["status"] not in (Status.MISMATCH, Status.OK):
+        return (f"Expected: no {record['status']}. `repro.py` exits 1 on the same failure (the same exception type "
+                f"and message template; a crash's signal; a hang past the campaign's timeout) and 3 on another one.")
+    blame = {Verdict.REFERENCE_DIVERGENT: "; float64 must side with this backend, as it did in the campaign",
+             Verdict.ILL_CONDITIONED: "; both must be far from float64, as they were in the campaign"}
+    return ("Expected: the outputs of PyTorch eager on the CPU, within the campaign's tolerance for their dtype "
+            f"(|actual - expected| <= atol + rtol * |expected|, NaN where eager has NaN)"
+            f"{blame.get(record.get('verdict'), '')}. `repro.py` exits 1 while they differ.")
+
+
+def _consensus(record: dict) -> str:
+    stacks = str(record.get("consensus") or "other stacks").replace(",", " and ")
+    return stacks + (", and numpy," if record.get("numpy_agrees") is True else "")
+
+
+def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
+               cluster: dict, script=None) -> str:
+    cls = target.backend_cls()
+    version = cls.version()
+    kind = f"ends in {record['status']} at the {record.get('stage')} stage"
+    if record["status"] == Status.MISMATCH:
+        kind = {Verdict.REFERENCE_DIVERGENT: "diverges from PyTorch eager, and float64 sides with this backend: "
+                                             "eager is the less accurate",
+                Verdict.ILL_CONDITIONED: "diverges from PyTorch eager, and both are far from float64: the graph "
+                                         "is ill-conditioned here, so this is not a defect of the backend alone",
+                Verdict.REFERENCE_SUSPECT: f"gives what {_consensus(record)} give, and PyTorch eager (with its float64 "
+                                           "oracle) is the one apart: a PyTorch behaviour to report to PyTorch"
+                }.get(record.get("verdict"), "diverges from PyTorch eager beyond what float64 explains")
+        if record.get("symptom") == Symptom.MISSING_ERROR:
+            kind = (f"returns a result where PyTorch eager checks the input and raises "
+                    f"({(record.get('message') or 'an error').splitlines()[0][:200]}): the check is dropped")
+    verdict = {ReproStatus.REPRODUCIBLE: f"reproduced in {result.failures} of {result.tries} fresh runs",
+               ReproStatus.FLAKY: f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
+               ReproStatus.NOT_REPRODUCED: f"NOT reproduced in {result.tries} fresh runs"}[result.status]
+    form = getattr(script, "form", "generic")
+    needs = "the files beside it" if form == "generic" else \
+        "nothing but the stack's package" + (" and model.onnx beside it" if "model.onnx" in form else "")
+    lines = [
+        f"# {title}", "",
+        "## Summary", "",
+        f"On `{target.name}` ({cls.__name__} {version}, options `{json.dumps(target.options)}`), this graph of "
+        f"{final.node_count} operator call(s) ({', '.join(f'`{o}`' for o in final.ops)}) {kind}. "
+        f"The reproducer {verdict}.", "",
+        *[f"**Note:** {n}" for n in getattr(result, "notes", [])], *([""] if getattr(result, "notes", []) else []),
+        *(["## Where in the compiler", "", culprit, ""] if (culprit := in_words(record)) else []),
+        "## Reproduce", "",
+        f"`python repro.py` ({form}; it needs {needs}). It exits 1 while the bug is present.", "",
+        *(["Rules it meets: " + "; ".join(script.rules) + ".", ""] if getattr(script, "rules", None) else []),
+        *block(code, "python"), "",
+        "## Expected and actual", "",
+        expected_text(record), "", "Actual, as printed by `repro.py`:", "", *block(output.strip()), "",
+    ]
+    if record["status"] not in (Status.MISMATCH, Status.OK):
+        lines += ["## Error", "", *block((record.get("message") or record.get("cause") or "").strip()[:3000]), ""]
+    lines += [
+        "## How it was found", "",
+        f"gapfuzz campaign `{record.get('campaign')}`, seed `{record['seed_id']}`, variant `{record['variant_id']}` "
+        f"(mutations: {[m[0] for m in json.loads(record['recipe']).get('mutations', [])] or 'none'}), input probe "
+        f"`{record.get('probe') or EXAMPLE_PROBE}` (`{record.get('probe_recipe') or '{}'}`). Minimised from "
+        f"{result.nodes_before} to {result.nodes_after} operator call(s) with {result.predicate_calls} checks; "
+        f"{result.mutations_dropped} mutation(s) were not needed.",
+    ]
+    if cluster:
+        lines[-1] += (f" Cluster `{cluster.get('cluster')}`: {cluster.get('count')} run(s) over "
+                      f"{cluster.get('seeds')} seed(s).")
+    lines += ["", "## Environment", "", f"{cls.__name__} {version}; " + environment(), ""]
+    return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""Shrinking passes over a variant; each proposes candidates through ``Shrinker.consider``.
+
+Removing a node never changes what its consumers see: the node becomes a graph input that
+carries its value on the reference (PyTorch's minifier does the same in delta debugging), so
+a pass can cut away everything upstream of the bug while the bug's own inputs stay real. A
+tensor a pass rebuilds keeps its layout (dimension order, gaps, storage offset): a bug that
+needs a strided input survives its input being made smaller.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.fx as fx
+
+from gapfuzz.workers.judge.interpret import node_values, prefix_graph
+from gapfuzz.core.ir import Variant, clone_exact
+
+from gapfuzz.fuzzer.repro.shrink.core import Shrinker
+
+
+def _calls(v: Variant, values: dict) -> list[fx.Node]:
+    return [n for n in v.gm.graph.nodes if n.op == "call_function" and isinstance(values.get(n.name), torch.Tensor)]
+
+
+def drop_dead(graph: fx.Graph) -> None:
+    """Dead-code elimination that also drops a dead random op (an LSTM, for its dropout argument): FX keeps
+    those for their draw from the RNG, which a reproducer does not need; the predicate still decides
+    whether the bug stays."""
+    graph.eliminate_dead_code(is_impure_node=_impure_beyond_rng)
+
+
+def _impure_beyond_rng(n: fx.Node) -> bool:
+    return n.is_impure(impure_random=False) if _RANDOM_IS_A_CHOICE else n.is_impure()
+
+
+# torch releases before ``impure_random`` keep random ops
+_RANDOM_IS_A_CHOICE = "impure_random" in inspect.signature(fx.Node.is_impure).parameters
+
+
+def drop_unused_inputs(graph: fx.Graph, inputs: list) -> list:
+    for i, n in reversed(list(enumerate(n for n in graph.nodes if n.op == "placeholder"))):
+        if not n.users:
+            graph.erase_node(n)
+            del inputs[i]
+    return inputs
+
+
+def as_inputs(v: Variant, names: set, values: dict) -> Variant:
+    """The variant with nodes ``names`` turned into inputs holding their reference values."""
+    graph, env, inputs = fx.Graph(), {}, list(v.inputs)
+    old = list(v.gm.graph.nodes)
+    for n in old:
+        if n.op == "placeholder":
+            env[n] = graph.placeholder(n.name)
+    for n in old:
+        if n.name in names:
+            env[n] = graph.placeholder(f"{n.name}_value")
+            inputs.append(clone_exact(values[n.name]))
+    for n in old:
+        if n.op == "output":
+            graph.output(fx.map_arg(n.args[0], lambda a: env[a]))
+        elif n.op != "placeholder" and n.name not in names:
+            env[n] = graph.node_copy(n, lambda a: env[a])
+    drop_dead(graph)
+    inputs = drop_unused_inputs(graph, inputs)
+    graph.lint()
+    return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), v.output_names, mode=v.mode)
+
+
+def cut_after(v: Variant, name: str) -> Variant:
+    gm = prefix_graph(v.gm, name, [])
+    drop_dead(gm.graph)
+    inputs = drop_unused_inputs(gm.graph, list(v.inputs))
+    gm.recompile()
+    return Variant(gm, tuple(inputs), ("out",), mode=v.mode)
+
+
+def _eager_values(v: Variant) -> dict | None:
+    """Every call node's eager value; None where eager raises (a missing check: eager's error is the bug)."""
+    try:
+        return node_values(v.gm, v.inputs)
+    except Exception:  # noqa: BLE001 - the passes that need the values are skipped
+        return None
+
+
+def truncate(sh: Shrinker) -> None:
+    """Binary search for the shortest prefix whose last node still shows the bug."""
+    values = _eager_values(sh.current)
+    if values is None:
+        return
+    nodes = _calls(sh.current, values)
+    lo, hi = 0, len(nodes) - 1
+    base = sh.current
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sh.consider(cut_after(base, nodes[mid].name)):
+            hi = mid
+        else:
+            lo = mid + 1
+
+
+def delta_debug(sh: Shrinker) -> None:
+    """ddmin over call nodes: keep one chunk (the rest become inputs), else drop one chunk."""
+    n = 2
+    while True:
+        values = _eager_values(sh.current)
+        if values is None:
+            return
+        nodes = [x.name for x in _calls(sh.current, values)]
+        if len(nodes) < 2:
+            return
+        n = min(n, len(nodes))
+        chunks = [nodes[i * len(nodes) // n:(i + 1) * len(nodes) // n] for i in range(n)]
+        done = False
+        for chunk in chunks:  # keep only this chunk: everything else becomes an input
+            if sh.consider(as_inputs(sh.current, set(nodes) - set(chunk), values)):
+                n, done = 2, True
+                break
+        if not done:
+            for chunk in chunks:  # drop this chunk
+                if sh.consider(as_inputs(sh.current, set(chunk), values)):
+                    n, done = max(n - 1, 2), True
+                    break
+        if not done:
+            if n >= len(nodes) or sh.calls >= sh.max_calls:
+                return
+            n = min(2 * n, len(nodes))
+
+
+def drop_outputs(sh: Shrinker) -> None:
+    """Keep a single output when several remain."""
+    out = next(n for n in sh.current.gm.graph.nodes if n.op == "output")
+    leaves = [a for a in torch.utils._pytree.tree_leaves(out.args[0]) if isinstance(a, fx.Node)]
+    for leaf in leaves if len(leaves) > 1 else []:
+        if sh.consider(cut_output(sh.current, leaf.name)):
+            return
+
+
+def cut_output(v: Variant, name: str) -> Variant:
+    graph = fx.Graph()
+    env = {}
+    for n in v.gm.graph.nodes:
+        if n.op == "output":
+            graph.output((env[next(m for m in v.gm.graph.nodes if m.name == name)],))
+        else:
+            env[n] = graph.node_copy(n, lambda a: env[a])
+    drop_dead(graph)
+    inputs = drop_unused_inputs(graph, list(v.inputs))
+    return Variant(fx.GraphModule(v.gm, graph), tuple(inputs), ("out",), mode=v.mode)
+
+
+def laid_out_like(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A copy of ``values`` laid out as ``like`` is, whatever the sizes: the same dimension order, each
+    dimension as many times further apart than dense as there (a gapped view's step), broadcast (stride 0)
+    dimensions kept, the same storage offset. ``like``'s layout at ``values``' sizes."""
+    if values.dim() != like.dim() or values.numel() == 0:
+        return clone_exact(values)
+    strides, reach_old, reach_new = [0] * like.dim(), 1, 1
+    for d in sorted(range(like.dim()), key=lambda d: (like.stride(d), like.shape[d])):
+        if like.stride(d) == 0:
+            continue
+        gap = like.stride(d) // reach_old if like.stride(d) % reach_old == 0 and like.stride(d) >= reach_old else 1
+        strides[d] = reach_new * gap
+        reach_old, reach_new = like.stride(d) * like.shape[d], strides[d] * values.shape[d]
+    span = like.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(values.shape, strides))
+    out = torch.empty(span, dtype=values.dtype, device=values.device).as_strided(values.shape, strides,
+                                                                                   like.storage_offset())
+    once = [1 if s == 0 else n for n, s in zip(values.shape, strides)]  # a broadcast dimension is written once
+    out.as_strided(once, strides, like.storage_offset()).copy_(values[tuple(slice(0, n) for n in once)])
+    return out
+
+
+def _narrowed(v: Variant, i: int, d: int, length: int) -> Variant:
+    inputs = tuple(laid_out_like(t.narrow(d, 0, length), t) if k == i else t for k, t in enumerate(v.inputs))
+    return v.with_graph(v.gm, inputs)
+
+
+def shrink_inputs(sh: Shrinker) -> None:
+    """Inputs cut to length 1 along each dimension (batch first), else halved while that works."""
+    for i in range(len(sh.current.inputs)):
+        for d in range(sh.current.inputs[i].dim()):
+            if sh.current.inputs[i].shape[d] <= 1 or sh.consider(_narrowed(sh.current, i, d, 1)):
+                continue
+            while sh.current.inputs[i].shape[d] > 2 and \
+                    sh.consider(_narrowed(sh.current, i, d, sh.current.inputs[i].shape[d] // 2)):
+                pass
+
+
+def simplify_weights(sh: Shrinker) -> None:
+    """Weights as ones, then as small integers, while the bug stays."""
+    for name, t in sorted(sh.current.tensors().items(), key=lambda kv: -kv[1].numel()):
+        if not t.is_floating_point():
+            continue
+        for simple in (torch.ones_like(t), t.round().clamp(-3, 3), t.sign()):
+            if sh.consider(with_tensor(sh.current, name, simple)):
+                break
+
+
+def with_tensor(v: Variant, name: str, value: torch.Tensor) -> Variant:
+    root = torch.nn.Module()
+    for k, t in v.tensors().items():
+        root.register_buffer(k, laid_out_like(value, t) if k == name else t)
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(v.gm.graph, {}))
+    return Variant(fx.GraphModule(root, graph), v.inputs, v.output_names, mode=v.mode)
+
+
+DEFAULT_PASSES = [truncate, delta_debug, drop_outputs, shrink_inputs, simplify_weights]

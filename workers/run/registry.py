@@ -1,0 +1,131 @@
+"""Backends: a table of stacks, each a small class, named ``stack@device`` in campaigns.
+
+Built-in stacks register with ``@register_backend``; third-party stacks load from a
+``module:Class`` path in the campaign file or from the ``gapfuzz.backends`` entry-point group,
+with no change to gapfuzz. Every class is adapted to ``Backend`` once, as it is registered.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import asdict, dataclass, field, replace
+
+from gapfuzz.core.covering import DRAW, PAIRS, option_set
+from gapfuzz.core.modes import DEFAULT_MODE, mode_of
+from gapfuzz.core.registry import PluginError, Registry, import_module
+
+from gapfuzz.workers.run.backend import DEVICES, Backend, adapt
+
+log = logging.getLogger("gapfuzz.workers")
+
+
+class BackendError(LookupError):
+    """An unknown or malformed backend name (bad input: one clear line)."""
+
+
+BACKENDS: Registry[Backend] = Registry(
+    "backend stack", "gapfuzz.workers.backends",
+    ("eager", "inductor", "aot_inductor", "onnxruntime", "openvino", "tensorrt"), "gapfuzz.backends", BackendError,
+    adapt=adapt)
+register_backend = BACKENDS.register
+
+
+def load_class(path: str) -> type[Backend]:
+    """``package.module:ClassName`` to the (adapted, registered) class."""
+    module, _, qual = path.partition(":")
+    if not module or not qual:
+        raise BackendError(f"backend class {path!r} is not of the form module:Class")
+    try:
+        obj = import_module(module, f"backend class {path!r} cannot be loaded")
+    except PluginError as e:
+        raise BackendError(str(e)) from None
+    try:
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except AttributeError as e:
+        raise BackendError(f"backend class {path!r} cannot be loaded: {e}") from None
+    for attr in ("name", "prepare"):
+        if not getattr(obj, attr, None):
+            raise BackendError(f"backend class {path!r} has no {attr!r}")
+    return BACKENDS.add(obj)
+
+
+def backend_class(stack: str) -> type[Backend]:
+    return BACKENDS.get(stack)
+
+
+def list_backends(filter: str | None = None) -> list[str]:
+    import fnmatch
+
+    names = [f"{n}@{d}" for n, cls in BACKENDS for d in cls.devices]
+    return [n for n in names if filter is None or fnmatch.fnmatchcase(n, filter)]
+
+
+@dataclass
+class BackendSpec:
+    """A backend as a campaign names it: a stack on a device with options and a label."""
+
+    stack: str
+    device: str
+    options: dict = field(default_factory=dict)
+    label: str = ""  # the stack part of the record's backend name; defaults to the stack
+    cls_path: str | None = None  # module:Class for a stack loaded from a path
+    timeout_s: float | None = None  # this backend's limit per run; None: the campaign's
+    modes: tuple = (DEFAULT_MODE,)  # core.modes names: the runs it gets (one that goes backward only if it trains)
+    option_space: dict = field(default_factory=dict)  # option -> values: each variant gets one set (for_variant)
+    option_cover: str | dict = PAIRS  # how: pairs, all or {all: [options]} (core.covering), or draw
+
+    @property
+    def name(self) -> str:
+        return f"{self.label or self.stack}@{self.device}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def backend_cls(self) -> type[Backend]:
+        return load_class(self.cls_path) if self.cls_path else backend_class(self.stack)
+
+    def create(self) -> Backend:
+        from gapfuzz.workers.run.platform import backend_options
+
+        cls, options = self.backend_cls(), backend_options(self.options)  # the platform's are the executor's
+        return cls(**options) if options else cls()
+
+    def unavailable_reason(self) -> str | None:
+        return self.backend_cls().unavailable_reason(self.device)
+
+    def for_variant(self, variant_id: str, campaign_seed: int, seed_id: str, index: int, mode: str) -> BackendSpec:
+        """This backend with the option set its ``option_space`` gives variant ``index`` of ``seed_id`` in
+        ``mode``: a row of a covering array (``core.covering``), or with ``option_cover: draw`` one random
+        draw; the same on every run, resume and worker (a null value leaves the stack's default)."""
+        if not self.option_space:
+            return self
+        if self.option_cover == DRAW:
+            rng = random.Random(f"{campaign_seed}|{self.name}|{variant_id}")
+            chosen = {k: rng.choice(list(values)) for k, values in sorted(self.option_space.items())}
+        else:
+            chosen = option_set(self.option_space, self.option_cover, f"{campaign_seed}|{self.name}", seed_id, index,
+                                mode)
+        return replace(self, options={**self.options, **{k: v for k, v in chosen.items() if v is not None}},
+                       option_space={})
+
+    def runs_in(self, mode: str) -> bool:
+        """Whether a variant of ``mode`` gets a run of this backend: a stack that cannot train gets no
+        training run (no record, no failure)."""
+        return mode in self.modes and (not mode_of(mode).backward or self.backend_cls().trains)
+
+
+def parse_backend(name: str, options: dict | None = None, label: str | None = None,
+                  cls_path: str | None = None, timeout_s: float | None = None) -> BackendSpec:
+    """``stack@device`` (or a ``module:Class`` path with a device) to a checked spec."""
+    stack, sep, device = name.partition("@")
+    if not sep or not stack or not device:
+        raise BackendError(f"backend {name!r} is not of the form stack@device")
+    if device not in DEVICES:
+        raise BackendError(f"backend {name!r}: unknown device {device!r} (known: {', '.join(DEVICES)})")
+    cls = load_class(cls_path) if cls_path else backend_class(stack)
+    if cls_path:
+        stack = cls.name
+    if device not in cls.devices:
+        raise BackendError(f"backend {name!r}: stack {stack!r} does not run on {device}")
+    return BackendSpec(stack, device, dict(options or {}), label or "", cls_path, timeout_s)

@@ -1,0 +1,318 @@
+"""Run one variant on a pool's backends in a sandbox, compare, and return outcomes.
+
+Everything here is the pool's job, not the backend's: timeouts, isolation, the retry that tells a
+reproducible crash from a flaky one, the probes (each prepared backend is called on several input
+sets, ``workers.run.probes``: one record per probe), timing, and the sandbox calls the judging chain
+makes (``workers.judge.chain``: the passes that judge, explain, locate and attribute each run once all
+ran). A crash in a batch of probes is pinned on the input that caused it by running the example
+alone, then each probe alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import platform
+import socket
+import time
+
+from gapfuzz.core.bugs import FAILED, Stage, Status
+from gapfuzz.core.failures import Failure
+from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
+from gapfuzz.core.ids import BackendName
+from gapfuzz.results.schema import RunRecord
+
+from gapfuzz.workers.judge.chain import PROBE_CHAIN, VARIANT_CHAIN, Judging
+from gapfuzz.workers.judge.comparisons import Judges
+from gapfuzz.workers.judge.consensus import bit_exact, dtype_bound
+from gapfuzz.workers.run.executor import Executor
+from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
+from gapfuzz.workers.judge.verdict import RefusedProbe
+from gapfuzz.workers.run.messages import Execution, JudgeSettings, RunRequest
+from gapfuzz.workers.run.outcome import new_outcome
+from gapfuzz.workers.run.platform import TF32
+from gapfuzz.workers.run.probes import EXAMPLE, RESIZE, Probe, ProbeRun
+from gapfuzz.workers.run.resize import takes_resizes
+from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.sandbox import Fault, RemoteError, Sandbox
+
+
+def _versions() -> dict:
+    import torch
+
+    return {"torch": torch.__version__, "python": platform.python_version(), "os": platform.platform()}
+
+
+def _provenance(out: RunRecord, spec: BackendSpec, worker: str) -> RunRecord:
+    """Where and with what an outcome was had: the options, the stack's version, the host and worker."""
+    out.backend_options, out.backend_version = dict(spec.options), spec.backend_cls().version()
+    out.host, out.worker, out.versions = socket.gethostname(), worker, _versions()
+    out.torch_version = out.versions["torch"]
+    return out
+
+
+def _probe_outcome(example: RunRecord, run: ProbeRun) -> RunRecord:
+    """A probe's record: the example's backend and provenance, the probe's own call."""
+    failed = run.status != Status.OK
+    return dataclasses.replace(
+        example, probe=run.probe.name, probe_recipe=run.probe.recipe(), status=run.status,
+        stage=Stage.RUN if failed else None, error_type=run.error_type, message=run.message, cause=None,
+        prepare_s=None, first_run_s=None, latency_ms=None if run.run_s is None else 1e3 * run.run_s, run_s=run.run_s,
+        runs=1, nondeterministic=None, inputs_mutated=None, input_checksum=run.input_checksum, worker_s=0.0)
+
+
+class VariantJob:
+    """One variant's runs in one sandbox. ``payload`` None: the sandbox built the variant and keeps
+    it; ``fetch()`` gives the payload when it does not (any more, after a crash)."""
+
+    def __init__(self, sandbox: Sandbox, variant_id: str, payload: dict | None, settings: JudgeSettings, worker: str,
+                 fetch=None):
+        self.sb, self.vid, self.payload, self.s, self.worker = sandbox, variant_id, payload, settings, worker
+        self.fetch = fetch
+        self.seed_outputs = payload.get("seed_outputs") if payload else None
+        self.loaded = False
+        self.probes: list[Probe] = [Probe()]  # the variant's, the example first (from the executor's load)
+        self.stack_probes: dict = {}  # Backend.any_strides -> the probes of a stack that takes it (fewer layouts)
+        self.outputs: dict[tuple[str, str], list] = {}  # (backend, probe) -> outputs
+        self.emulated: dict[str, dict] = {}  # probe -> each explanation hypothesis's emulation, measured
+        self.dtype_bound = False  # a graph whose result is its dtype's representation: judged without the oracle
+        self.bit_exact = False  # a graph of operators exact by contract: a bitwise difference is strict
+        self.ops: tuple = ()  # the variant's ATen operators
+        self.strict: dict[str, dict] = {}  # backend -> probe -> its outputs with TF32 off (None: failed)
+
+    def _load(self) -> None:
+        if self.loaded:
+            return
+        try:
+            reply = self.sb.request(Executor.load, self.vid, self.payload, self.s.probes,
+                                    timeout=max(60.0, self.s.timeout_s))
+        except RemoteError:
+            if self.payload is not None or self.fetch is None:
+                raise
+            self.payload = self.fetch()  # the sandbox that built it is gone: send it after all
+            self.seed_outputs = self.payload.get("seed_outputs")
+            return self._load()
+        if isinstance(reply, Fault):
+            raise RuntimeError(f"executor died loading variant {self.vid}: {reply.cause} {reply.message}")
+        if self.payload is None:
+            self.seed_outputs = reply["seed_outputs"]
+        self.probes = reply["probes"]
+        self.stack_probes = reply.get("stack_probes", {})
+        self.dtype_bound = dtype_bound(reply.get("ops", ()), self.s.compare.dtype_bound_ops)
+        self.bit_exact = bit_exact(reply.get("ops", ()))
+        self.ops = tuple(reply.get("ops", ()))
+        self.loaded = True
+
+    def probes_for(self, spec: BackendSpec) -> list[Probe]:
+        """The probes ``spec`` runs: every one for the reference and the oracle, else those its stack
+        takes without compiling again for each layout (``Backend.any_strides``, ``workers.run.probes.choose``),
+        and resize probes only where it compiled for dynamic shapes (``workers.run.resize.takes_resizes``)."""
+        if spec.name in (self.s.reference, self.s.oracle):
+            return self.probes
+        chosen = self.stack_probes.get(spec.backend_cls().any_strides, self.probes)
+        return chosen if takes_resizes(spec.options) else [p for p in chosen if p.kind != RESIZE]
+
+    def run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
+        """``spec`` prepared and run on the example and ``probes`` (``repeats`` timed calls: the settings'
+        by default); a fault means the executor that held the variant is gone."""
+        self._load()
+        reply = self.sb.request(Executor.run, self.vid, spec, self.s.repeats if repeats is None else repeats,
+                                tuple(probes), timeout=spec.timeout_s or self.s.timeout_s)
+        if isinstance(reply, Fault):
+            self.loaded = False
+        return reply
+
+    def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = (), symptom: str | None = None) -> dict:
+        """Tier 2 (location) in the sandbox, on the probe's inputs; a fault or error there leaves the run located
+        nowhere, not lost."""
+        self._load()
+        try:
+            reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare, self._reference_device(spec),
+                                    probe, wrong_grads, symptom, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
+        except RemoteError as e:
+            return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return {"align_error": f"{reply.status} {reply.cause}"}
+        return reply
+
+    def bisect(self, spec: BackendSpec, probe: Probe, ref: list | None, failure: str | None) -> dict:
+        """PyTorch's CompilerBisector on a run of ``spec`` (``Executor.bisect``: against ``ref``, or for
+        the error ``failure``), in the sandbox; a fault or error there is its ``bisect_error``."""
+        try:
+            self._load()
+            reply = self.sb.request(Executor.bisect, self.vid, spec, probe, packed_outputs(ref) if ref else [],
+                                    self.s.compare, failure, self.s.bisect_budget_s,
+                                    timeout=self.s.bisect_budget_s + (spec.timeout_s or self.s.timeout_s) * 2)
+        except RemoteError as e:
+            return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return {"bisect_error": f"{reply.status} {reply.cause or ''}".strip()}
+        return reply
+
+    def _reference_device(self, spec: BackendSpec) -> str:
+        """Where tier 2 and the emulations run the reference: the target's device when the reference or
+        the device's own reference (``backends.device_reference``) runs there, else the host."""
+        device = BackendName.parse(self.s.reference).device
+        own = self.s.device_references.get(spec.device) not in (None, spec.name)
+        return spec.device if device == spec.device or own else "cpu"
+
+    def strict_outputs(self, spec: BackendSpec, probe: Probe) -> list | None:
+        """``spec``'s outputs on ``probe`` with the platform's TF32 off (every probe run once, kept per
+        backend); None when that run fails."""
+        if spec.name not in self.strict:
+            strict = dataclasses.replace(spec, options={**spec.options, TF32: False})
+            others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
+            try:
+                reply = self.run_once(strict, others, repeats=0)
+            except RemoteError:
+                reply = None
+            got = self.strict[spec.name] = {}
+            if isinstance(reply, Execution) and reply.outcome.status == Status.OK:
+                got[EXAMPLE] = reply.outputs
+                got.update({r.probe.name: r.outputs for r in reply.probes if r.status == Status.OK})
+        return self.strict[spec.name].get(probe.name)
+
+    def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list) -> None:
+        """The hypothesis that explains a divergent run (``workers.judge.explain``), from eager's emulations on
+        the probe, each computed once per probe for all the targets; a fault or error leaves it unexplained."""
+        modes = hypotheses(o.verdict, bool(o.tf32), declared(o.backend_info, spec.options))
+        done = self.emulated.setdefault(probe.name, {})
+        missing = tuple(m for m in modes if m not in done)
+        if missing:
+            try:
+                self._load()
+                reply = self.sb.request(Executor.emulate, self.vid, probe, missing, self._reference_device(spec),
+                                        timeout=max(60.0, self.s.timeout_s))
+            except RemoteError:
+                reply = None
+            if isinstance(reply, Fault):
+                self.loaded = False  # the executor that held the variant is gone
+            done.update(measure(reply, reference, self.s.compare) if isinstance(reply, dict) else
+                        dict.fromkeys(missing))
+        found = explain(o.symptom, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
+                        self.s.compare)
+        if found is not None:
+            o.explanation, o.explain_ratio = str(found[0]), found[1]
+
+    def _ask(self, method, probe: Probe):
+        """``method``'s answer (an ``Executor`` method of the variant and a probe); None when it fails."""
+        try:
+            self._load()
+            reply = self.sb.request(method, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
+        except RemoteError:
+            return None
+        if isinstance(reply, Fault):
+            self.loaded = False
+            return None
+        return reply
+
+    def numpy_answer(self, probe: Probe) -> list | None:
+        """numpy's outputs on a probe of a one-operator graph (``workers.judge.consensus``); None when it has none."""
+        return self._ask(Executor.numpy_answer, probe)
+
+    def raising_op(self, probe: Probe) -> str | None:
+        """The operator whose eager run raises on a probe the reference refused; None when unknown."""
+        return self._ask(Executor.raising_op, probe)
+
+    def run(self, spec: BackendSpec) -> list[RunRecord]:
+        """One outcome per probe (the example's first), or the one failure that stopped the backend."""
+        t0 = time.perf_counter()
+        try:
+            self._load()
+            others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
+            reply = self.run_once(spec, others)
+        except RemoteError as e:  # the harness failed around this run (a reply it could not decode)
+            reply = new_outcome(spec, Failure.from_error(e.info, Stage.RUN))
+        if isinstance(reply, Fault):
+            outcomes = self._isolate(spec, reply, others)
+        elif isinstance(reply, Execution):
+            outcomes = self._take(spec, reply)
+        else:
+            outcomes = [reply]
+        for out in outcomes:
+            _provenance(out, spec, self.worker)
+        outcomes[0].worker_s = time.perf_counter() - t0
+        return outcomes
+
+    def _take(self, spec: BackendSpec, reply: Execution) -> list[RunRecord]:
+        example = reply.outcome
+        self.outputs[(spec.name, EXAMPLE)] = reply.outputs
+        outcomes = [example]
+        for run in reply.probes:
+            self.outputs[(spec.name, run.probe.name)] = run.outputs
+            outcomes.append(_probe_outcome(example, run))
+        return outcomes
+
+    def _isolate(self, spec: BackendSpec, fault: Fault, others: list[Probe]) -> list[RunRecord]:
+        """The process died: the example alone (the retry that tells a reproducible fault), then each probe
+        alone, so that each record says which input set killed it."""
+        out = new_outcome(spec, Failure.from_fault(fault, Stage.RUN))
+        if not others:  # no probes: the retry only tells a reproducible fault from a flaky one
+            if self.s.retry_faults:
+                out.reproducible = isinstance(self.run_once(spec, []), Fault)
+            return [out]
+        alone = self.run_once(spec, [])
+        if isinstance(alone, Fault):
+            out.reproducible = True
+            return [out]  # the backend dies before any probe could run
+        outcomes = self._take(spec, alone)
+        for probe in others:
+            reply = self.run_once(spec, [probe], repeats=0)
+            if isinstance(reply, Fault):
+                outcomes.append(new_outcome(spec, Failure.from_fault(reply, Stage.RUN), probe))
+            else:
+                outcomes += self._take(spec, reply)[1:]
+        return outcomes
+
+
+def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None = None, worker: str = "",
+                fetch=None) -> tuple[list[RunRecord], dict]:
+    """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later."""
+    s = _with_resizes(request)
+    job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch)
+    outcomes = [o for spec in request.specs for o in job.run(spec)]
+    t0 = time.perf_counter()
+    known = {**{k: unpacked_outputs(v) for k, v in (home_outputs or {}).items()}, **job.outputs}
+    seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
+    specs = {spec.name: spec for spec in request.specs}
+    for o in outcomes:
+        if o.backend == s.reference and o.status in FAILED:  # the example too: a reproducer runs on the probe
+            known[(s.reference, o.probe)] = RefusedProbe(o.error_type or "", o.message or "")
+            if o.status in (Status.ERROR, Status.UNSUPPORTED):  # an input the model refuses: not a finding
+                o.status = Status.SKIPPED
+                o.message = f"the reference refuses this probe: {o.error_type}: {o.message or ''}"[:2000]
+    judging = Judging(job, request, s, specs, known, outcomes)
+    for probe in job.probes:
+        refused = known.get((s.reference, probe.name))
+        if isinstance(refused, RefusedProbe):
+            _excuse(job, s, probe, refused, [o for o in outcomes if o.probe == probe.name and o.backend != s.reference])
+            continue
+        judges = Judges(s, request, known, probe.name, seed_outputs if probe.kind == EXAMPLE else None, job.ops,
+                        dtype_bound=job.dtype_bound, strict=job.bit_exact)
+        on_probe = judging.on(probe, judges)
+        PROBE_CHAIN.run(on_probe, [o for o in on_probe.here if o.status == Status.OK and o.backend != s.reference])
+    VARIANT_CHAIN.run(judging, outcomes)
+    share = (time.perf_counter() - t0) / max(1, len(outcomes))
+    for o in outcomes:
+        o.worker_s += share
+    home = {k: packed_outputs(v) for k, v in known.items() if k[0] in (s.reference, s.oracle)}
+    return outcomes, home
+
+
+def _with_resizes(request: RunRequest) -> JudgeSettings:
+    """The request's settings, asking for resize probes where a stack compiled for dynamic shapes runs
+    beside the reference, which must run them too (a target in another pool gets none)."""
+    s = request.settings
+    names = {spec.name for spec in request.specs}
+    if s.probes is None or s.reference not in names or not any(takes_resizes(spec.options) for spec in request.specs):
+        return s
+    return dataclasses.replace(s, probes=dataclasses.replace(s.probes, resize=True))
+
+
+def _excuse(job: VariantJob, s: JudgeSettings, probe: Probe, refused: RefusedProbe, targets: list[RunRecord]) -> None:
+    """The reference refused the probe: no target is judged on it (``RefusedProbe.excuse``); a PyTorch
+    compiler that returned where eager checked the input is told which operator's check it dropped."""
+    returned = refused.checks_input and any(o.status == Status.OK and o.backend != s.oracle for o in targets)
+    op = job.raising_op(probe) if returned else None
+    for o in targets:
+        refused.excuse(o, op, target=o.backend != s.oracle)
