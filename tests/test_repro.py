@@ -1,6 +1,7 @@
 """Minimised reproducers: a mis-computed operator shrinks to a few nodes and reproduces on its own."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
     folder = tmp_path / "repro"
     assert {"repro.py", "report.md", "shrink.json"} <= {p.name for p in folder.iterdir()}  # inputs inline
     code = (folder / "repro.py").read_text()
-    assert "import fuzzer" not in code and "import workers" not in code and "gelu" in code
+    assert "gapfuzz" not in code and "gelu" in code
+    assert json.loads((folder / "shrink.json").read_text())["candidates_bisected"] == 0
     # a plug-in stack is its own class, which the reproducer imports from where the campaign named it, on one screen
     assert result.form.startswith("MiscomputeOp (plug-in)") and "from tests.numeric_backends import MiscomputeOp" \
         in code and result.lines < 40, code

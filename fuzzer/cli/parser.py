@@ -16,6 +16,10 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+class UserError(Exception):
+    """Bad input from the command line; printed as one line, exit status 2."""
+
+
 def _number(kind, low: float, strict: bool):
     def parse(text: str):
         try:

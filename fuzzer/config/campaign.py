@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
-import math
 import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
@@ -18,22 +17,19 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from gapfuzz.core.modes import Mode, mode_of
-from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS
+from gapfuzz.core.modes import Mode
 from gapfuzz.core.registry import did_you_mean
+from gapfuzz.core.setting import build
 from gapfuzz.core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
+from gapfuzz.fuzzer.config.backends import as_list, backend_spec, check_backends, check_training, device_references
+from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
+from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError, CampaignFile, VariantSettings
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.workers.judge.compare import DEFAULT_TOLERANCES
+from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
 from gapfuzz.workers.run.pool import PoolSettings
 from gapfuzz.workers.run.probes import KINDS, ProbeSettings
-from gapfuzz.workers.run.registry import BackendError, BackendSpec, parse_backend
-
-from gapfuzz.core.setting import build
-from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
-
-from gapfuzz.fuzzer.config.settings import BackendSet, CampaignFile, VariantSettings
-
-from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
+from gapfuzz.workers.run.registry import BackendSpec
 
 
 def _is_integer(checker, instance) -> bool:
@@ -55,10 +51,6 @@ def _types(schema) -> set:
 def _short(value, n: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= n else f"{text[:n]}... ({len(value) if isinstance(value, str) else '?'} characters)"
-
-
-class CampaignError(ValueError):
-    """A campaign file that cannot be run; the message is one line."""
 
 
 def default_campaign_path() -> Path:
@@ -121,71 +113,6 @@ def plugin_classes(given: dict) -> list[str]:
     entries = [b.get("reference"), b.get("oracle"), *(b.get("targets") or [] if isinstance(b.get("targets"), list)
                                                        else [])]
     return [str(e["class"]) for e in entries if isinstance(e, dict) and "class" in e]
-
-
-def _as_list(v) -> list:
-    return [v] if isinstance(v, str) else list(v or [])
-
-
-def backend_spec(entry, source: str, where: str) -> BackendSpec:
-    """A campaign's backend entry as a checked spec, options included (an unknown option of a
-    built-in stack is a typo)."""
-    try:
-        if isinstance(entry, str):
-            spec = parse_backend(entry)
-        elif "class" in entry:
-            spec = parse_backend(f"x@{entry.get('device', 'cpu')}", entry.get("options"), entry.get("label"),
-                                 entry["class"], entry.get("timeout_s"))
-        elif "backend" in entry:
-            spec = parse_backend(entry["backend"], entry.get("options"), entry.get("label"), None,
-                                 entry.get("timeout_s"))
-        else:
-            raise BackendError("a backend entry needs 'backend: stack@device' or 'class: module:Class'")
-    except BackendError as e:
-        raise CampaignError(f"{source}: {where}: {e}") from None
-    if isinstance(entry, dict) and "mode" in entry:
-        spec.modes = tuple(_as_list(entry["mode"]))
-    problem = spec.backend_cls().check_options(spec.options)
-    if problem:
-        raise CampaignError(f"{source}: {where}.options: {problem}")
-    space = entry.get("option_space") if isinstance(entry, dict) else None
-    for key, values in (space or {}).items():
-        for value in values:
-            problem = spec.backend_cls().check_options({**spec.options, key: value})
-            if problem:
-                raise CampaignError(f"{source}: {where}.option_space.{key}: {problem}")
-    spec.option_space = dict(space or {})
-    if isinstance(entry, dict) and "option_cover" in entry:
-        spec.option_cover = _option_cover(entry["option_cover"], spec.option_space, f"{source}: {where}.option_cover")
-    return spec
-
-
-def _option_cover(cover, space: dict, where: str) -> str | dict:
-    """A target's ``option_cover`` checked against its option space: ``pairs``, ``all``, ``draw``, or
-    ``{all: [options]}`` (every combination of those, each with every pair of the others)."""
-    if not space:
-        raise CampaignError(f"{where}: there is no option_space to cover")
-    if isinstance(cover, str):
-        if cover not in COVERS:
-            raise CampaignError(f"{where}: unknown cover {cover!r}{did_you_mean(cover, list(COVERS))}")
-        names = list(space) if cover == ALL else []
-    else:
-        unknown = sorted(set(cover) - {ALL})
-        if unknown:
-            raise CampaignError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], [ALL])}")
-        names = cover.get(ALL)
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise CampaignError(f"{where}.all: a list of option names from the option_space is expected")
-        for name in names:
-            if name not in space:
-                raise CampaignError(f"{where}.all: {name!r} is not in the option_space"
-                                    f"{did_you_mean(name, list(space))}")
-        cover = {ALL: sorted(set(names))}
-    combinations = math.prod(len(space[n]) for n in set(names))
-    if combinations > MAX_COMBINATIONS:
-        raise CampaignError(f"{where}: all of {', '.join(sorted(set(names)))} is {combinations} combinations, more "
-                            f"than {MAX_COMBINATIONS}; cover fewer in every combination, the rest in pairs")
-    return cover
 
 
 @dataclass
@@ -295,15 +222,15 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
     if not config["seeds"]:
         raise CampaignError(f"{source}: seeds: at least one seed selection is needed")
     for key in ("mutators", "exclude_mutators"):
-        config["variants"][key] = _as_list(config["variants"][key])
-    config["probes"]["kinds"] = _as_list(config["probes"]["kinds"])
-    config["mode"] = _as_list(config["mode"])
+        config["variants"][key] = as_list(config["variants"][key])
+    config["probes"]["kinds"] = as_list(config["probes"]["kinds"])
+    config["mode"] = as_list(config["mode"])
     for pattern in config["probes"]["kinds"]:
         if not fnmatch.filter(KINDS, pattern):
             raise CampaignError(f"{source}: probes.kinds: no probe kind matches {pattern!r}"
                                 f"{did_you_mean(pattern, list(KINDS))}")
     for s in config["seeds"]:
-        s["include"], s["exclude"] = _as_list(s["include"]), _as_list(s["exclude"])
+        s["include"], s["exclude"] = as_list(s["include"]), as_list(s["exclude"])
     unknown = sorted(set(config["compare"]["tolerances"]) - set(DEFAULT_TOLERANCES))
     if unknown:
         raise CampaignError(f"{source}: compare.tolerances: unknown dtype {unknown[0]!r}"
@@ -313,9 +240,8 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
 
 def _resolve(config: dict, source: str) -> Campaign:
     """Every section of a filled-in config as typed settings; names checked on the way."""
-    from gapfuzz.seeds import source_names
-
     from gapfuzz.fuzzer.mutators import MutatorError, resolve_mutators
+    from gapfuzz.seeds import source_names
 
     known = source_names()
     for i, s in enumerate(config["seeds"]):
@@ -337,8 +263,8 @@ def _resolve(config: dict, source: str) -> Campaign:
     for spec in (backends.reference, backends.oracle):
         if spec is not None:
             spec.modes = modes
-    _check_training(backends, modes, source)
-    _check_backends(backends, source)
+    check_training(backends, modes, source)
+    check_backends(backends, source)
     try:
         mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
     except MutatorError as e:
@@ -349,58 +275,6 @@ def _resolve(config: dict, source: str) -> Campaign:
     file = build(CampaignFile, config)
     return Campaign(config, source, file, variants=replace(file.variants, mutators=mutators), backends=backends,
                     probes=file.probes.settings(file.seed))
-
-
-def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dict[str, str]:
-    """For each device other than the reference's where another stack runs, the reference's stack on
-    that device (device -> its name), appended to ``targets`` in the modes of that device's targets when
-    the campaign does not name it: a compiler on a GPU is judged against eager on the GPU, and eager on
-    the GPU against eager on the host (the platform's comparison)."""
-    found = {}
-    for device in dict.fromkeys(t.device for t in targets if t.device != reference.device):
-        here = [t for t in targets if t.device == device]
-        if all(t.stack == reference.stack and t.cls_path == reference.cls_path for t in here):
-            continue  # eager alone on that device: the platform's comparison only
-        ref = replace(reference, device=device, options=dict(reference.options), option_space={})
-        if device not in ref.backend_cls().devices:
-            continue  # that stack does not run there: the host's reference judges
-        named = next((t for t in here if t.name == ref.name), None)
-        if named is None and ref.unavailable_reason() is not None:
-            continue  # not here (a device torch does not see, a cluster's): name it among the targets to have it
-        modes = tuple(m for m in Mode if any(m in t.modes for t in here))
-        if named is None:
-            targets.append(replace(ref, modes=modes))
-        else:
-            named.modes = tuple(m for m in Mode if m in named.modes or m in modes)
-        found[device] = ref.name
-    return found
-
-
-def _check_training(b: BackendSet, modes: tuple, source: str) -> None:
-    """Training runs need a reference (and oracle) that train, and at least one target that does."""
-    backward = [m for m in modes if mode_of(m).backward]
-    if not backward:
-        return
-    for where, spec in (("reference", b.reference), ("oracle", b.oracle)):
-        if spec is not None and not spec.backend_cls().trains:
-            raise CampaignError(f"{source}: backends.{where}: {spec.name} cannot train, and a target runs in "
-                                f"training mode (stacks that train: gapfuzz backends)")
-    if not any(t.runs_in(m) for m in backward for t in b.targets):
-        raise CampaignError(f"{source}: mode: training is asked for, but no target stack trains "
-                            f"({', '.join(t.name for t in b.targets)}; stacks that train: gapfuzz backends)")
-
-
-def _check_backends(b: BackendSet, source: str) -> None:
-    if not b.targets:
-        raise CampaignError(f"{source}: backends.targets: name at least one target backend")
-    if b.oracle is not None and b.oracle.device != b.reference.device:
-        raise CampaignError(f"{source}: backends.oracle: the oracle must run on the reference's device "
-                            f"({b.reference.device})")
-    labels = [s.name for s in [b.reference, b.oracle, *b.targets] if s is not None]
-    fixed = (b.reference.name, b.oracle.name if b.oracle else None)
-    dup = {n for n in labels if labels.count(n) > 1 and n not in fixed}
-    if dup:
-        raise CampaignError(f"{source}: backends: {sorted(dup)[0]} is named twice; give one a 'label'")
 
 
 def manifest_of(campaign: Campaign, backends: list[BackendSpec] | None = None) -> RunManifest:

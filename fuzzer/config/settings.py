@@ -45,6 +45,10 @@ _BACKEND = {"oneOf": [
 ]}
 
 
+class CampaignError(ValueError):
+    """A campaign file that cannot be run; the message is one line."""
+
+
 class GuidanceMode(StrEnum):
     """How the next mutator is drawn (``fuzzer.guidance``): ``variants.guidance`` of a campaign."""
 

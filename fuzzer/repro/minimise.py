@@ -55,6 +55,7 @@ class ReproResult:
     nodes_before: int = 0
     nodes_after: int = 0
     predicate_calls: int = 0
+    candidates_bisected: int = 0  # shrink candidates whose run was bisected (none: bisection is the campaign's)
     mutations_dropped: int = 0
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
@@ -235,6 +236,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     finally:
         same_bug.close()
     result.nodes_after, result.predicate_calls, result.mutations_dropped = final.node_count, same_bug.calls, dropped[0]
+    result.candidates_bisected = same_bug.bisected
     result.ops = [str(n.target) for n in final.gm.graph.nodes if n.op == "call_function"]
     title = _title(record, target.name, final)
     compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}

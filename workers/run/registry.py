@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, astuple, dataclass, field, replace
 
 from gapfuzz.core.covering import DRAW, PAIRS, option_set
+from gapfuzz.core.ids import BackendName, IdError
 from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 from gapfuzz.core.registry import PluginError, Registry, import_module
 
@@ -118,9 +119,10 @@ class BackendSpec:
 def parse_backend(name: str, options: dict | None = None, label: str | None = None,
                   cls_path: str | None = None, timeout_s: float | None = None) -> BackendSpec:
     """``stack@device`` (or a ``module:Class`` path with a device) to a checked spec."""
-    stack, sep, device = name.partition("@")
-    if not sep or not stack or not device:
-        raise BackendError(f"backend {name!r} is not of the form stack@device")
+    try:
+        stack, device = astuple(BackendName.parse(name))
+    except IdError as e:
+        raise BackendError(str(e)) from None
     if device not in DEVICES:
         raise BackendError(f"backend {name!r}: unknown device {device!r} (known: {', '.join(DEVICES)})")
     cls = load_class(cls_path) if cls_path else backend_class(stack)

@@ -32,6 +32,7 @@ class SameBug:
         self.settings, self.seed_id, self.output_kind = settings, seed_id, output_kind
         self.sandbox = sandbox or Sandbox()
         self.calls = 0
+        self.bisected = 0  # candidate runs that were bisected: none, as core.bugs says (shrink.json shows it)
 
     def __call__(self, v: Variant) -> bool:
         self.calls += 1
@@ -39,6 +40,7 @@ class SameBug:
         if outcomes is None:
             return False
         target = next(o for o in outcomes if o.backend == self.target_name)
+        self.bisected += any(getattr(target, c, None) is not None for c in ("bisect_s", "bisect_error", "culprit"))
         missing_check = self.key.kind == Kind.DISCREPANCY and self.key["symptom"].startswith(Symptom.MISSING_ERROR)
         reference_ran = outcomes[0].status == Status.OK or missing_check  # eager's check is the bug's half
         return reference_ran and self.key.shown_by(bug_key(target.key_fields()), v.ops)

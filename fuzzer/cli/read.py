@@ -1,0 +1,101 @@
+"""The commands that read a run folder: ``triage``, ``report`` (and its vendor digest) and ``diff``.
+
+They import neither torch nor Ray (``analysis`` needs neither), so a notebook's environment or a laptop
+reads a run folder in about a second; ``tests/test_triage.py`` checks it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from gapfuzz.core.ids import BackendName
+from gapfuzz.fuzzer.cli.parser import UserError
+
+
+def open_run(run_dir: str, args=None):
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.results.store import ResultsError
+
+    try:
+        return load_run(run_dir, getattr(args, "known", None), getattr(args, "catalog", None))
+    except ResultsError as e:
+        raise UserError(str(e)) from None
+
+
+def cmd_triage(args) -> int:
+    from gapfuzz.analysis.triage import render_clusters
+
+    run = open_run(args.run_dir, args)
+    if args.why:
+        print(run.why(args.why))
+        return 0
+    print(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
+                          benign_shown=args.benign, models=run.catalog_models()))
+    return 0
+
+
+def cmd_report(args) -> int:
+    try:
+        from gapfuzz.analysis.report import write_report
+    except ImportError as e:
+        raise UserError(f"gapfuzz report needs the module {e.name}: install gapfuzz's dependencies (the README "
+                        f"says which a run is read with)") from None
+
+    run = open_run(args.run_dir, args)
+    if args.vendor:
+        return _vendor_digest(run, args)
+    if args.out:
+        _check_report_out(Path(args.out), run)
+    try:
+        path = write_report(run, args.out)
+    except OSError as e:
+        raise UserError(f"{args.out or args.run_dir}: cannot write the report: {e.strerror or e}") from None
+    print(path)
+    return 0
+
+
+def _check_report_out(out: Path, run) -> None:
+    """A report is written beside the run's own files or outside every run folder, never into
+    another run's folder nor into a ``records/`` (where every later triage would read it)."""
+    from gapfuzz.results.folder import run_folder_around
+
+    if out.is_dir():
+        raise UserError(f"{out}: is a folder; give --out the report's file name ({out / 'report.html'})")
+    around = run_folder_around(out)
+    if around is None:
+        return
+    own = run.path.resolve() if run.path is not None else None
+    if around != own:
+        raise UserError(f"{out}: inside the run folder {around}; a run folder holds only its own files, so "
+                        f"write the report elsewhere")
+    if (around / "records") in out.resolve().parents:
+        raise UserError(f"{out}: inside {around / 'records'}, which holds only records (every triage reads "
+                        f"what is there); write the report elsewhere")
+
+
+def cmd_diff(args) -> int:
+    from gapfuzz.analysis.triage import diff, render_diff
+
+    before, after = open_run(args.run_a, args), open_run(args.run_b, args)
+    print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
+    return 0
+
+
+def _vendor_digest(run, args) -> int:
+    from gapfuzz.analysis.table import format_table
+    from gapfuzz.analysis.vendor import digest
+
+    if run.path is None:
+        raise UserError(f"{args.run_dir}: the vendor digest is written from a local run folder")
+    stacks = sorted({BackendName.stack_of(b) for b in run.records(["backend"])["backend"].unique()})
+    if BackendName.stack_of(args.vendor) not in stacks:  # before anything is written
+        raise UserError(f"{args.run_dir}: no stack {args.vendor!r} ran here (its stacks: {', '.join(stacks)})")
+    out = Path(args.out) if args.out else run.path / "vendor" / BackendName.stack_of(args.vendor)
+    try:
+        found = digest(run, args.vendor, out)
+    except OSError as e:
+        raise UserError(f"{out}: cannot write the digest: {e.strerror or e}") from None
+    print(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
+                       [[b.name + (" (explained)" if b.explained else ""), ", ".join(b.ops), len(b.clusters), b.runs,
+                         b.reproducers] for b in found]))
+    print(f"digest: {out}/README.md")
+    return 0

@@ -1,0 +1,129 @@
+"""A campaign's backends: each entry of ``backends:`` as a checked spec, its option cover, the reference
+each device's runs are judged against, and the checks that need every backend at once."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS
+from gapfuzz.core.modes import Mode, mode_of
+from gapfuzz.core.registry import did_you_mean
+from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError
+from gapfuzz.workers.run.registry import BackendError, BackendSpec, parse_backend
+
+
+def as_list(v) -> list:
+    return [v] if isinstance(v, str) else list(v or [])
+
+
+def backend_spec(entry, source: str, where: str) -> BackendSpec:
+    """A campaign's backend entry as a checked spec, options included (an unknown option of a
+    built-in stack is a typo)."""
+    try:
+        if isinstance(entry, str):
+            spec = parse_backend(entry)
+        elif "class" in entry:
+            spec = parse_backend(f"x@{entry.get('device', 'cpu')}", entry.get("options"), entry.get("label"),
+                                 entry["class"], entry.get("timeout_s"))
+        elif "backend" in entry:
+            spec = parse_backend(entry["backend"], entry.get("options"), entry.get("label"), None,
+                                 entry.get("timeout_s"))
+        else:
+            raise BackendError("a backend entry needs 'backend: stack@device' or 'class: module:Class'")
+    except BackendError as e:
+        raise CampaignError(f"{source}: {where}: {e}") from None
+    if isinstance(entry, dict) and "mode" in entry:
+        spec.modes = tuple(as_list(entry["mode"]))
+    problem = spec.backend_cls().check_options(spec.options)
+    if problem:
+        raise CampaignError(f"{source}: {where}.options: {problem}")
+    space = entry.get("option_space") if isinstance(entry, dict) else None
+    for key, values in (space or {}).items():
+        for value in values:
+            problem = spec.backend_cls().check_options({**spec.options, key: value})
+            if problem:
+                raise CampaignError(f"{source}: {where}.option_space.{key}: {problem}")
+    spec.option_space = dict(space or {})
+    if isinstance(entry, dict) and "option_cover" in entry:
+        spec.option_cover = _option_cover(entry["option_cover"], spec.option_space, f"{source}: {where}.option_cover")
+    return spec
+
+
+def _option_cover(cover, space: dict, where: str) -> str | dict:
+    """A target's ``option_cover`` checked against its option space: ``pairs``, ``all``, ``draw``, or
+    ``{all: [options]}`` (every combination of those, each with every pair of the others)."""
+    if not space:
+        raise CampaignError(f"{where}: there is no option_space to cover")
+    if isinstance(cover, str):
+        if cover not in COVERS:
+            raise CampaignError(f"{where}: unknown cover {cover!r}{did_you_mean(cover, list(COVERS))}")
+        names = list(space) if cover == ALL else []
+    else:
+        unknown = sorted(set(cover) - {ALL})
+        if unknown:
+            raise CampaignError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], [ALL])}")
+        names = cover.get(ALL)
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise CampaignError(f"{where}.all: a list of option names from the option_space is expected")
+        for name in names:
+            if name not in space:
+                raise CampaignError(f"{where}.all: {name!r} is not in the option_space"
+                                    f"{did_you_mean(name, list(space))}")
+        cover = {ALL: sorted(set(names))}
+    combinations = math.prod(len(space[n]) for n in set(names))
+    if combinations > MAX_COMBINATIONS:
+        raise CampaignError(f"{where}: all of {', '.join(sorted(set(names)))} is {combinations} combinations, more "
+                            f"than {MAX_COMBINATIONS}; cover fewer in every combination, the rest in pairs")
+    return cover
+
+
+def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dict[str, str]:
+    """For each device other than the reference's where another stack runs, the reference's stack on
+    that device (device -> its name), appended to ``targets`` in the modes of that device's targets when
+    the campaign does not name it: a compiler on a GPU is judged against eager on the GPU, and eager on
+    the GPU against eager on the host (the platform's comparison)."""
+    found = {}
+    for device in dict.fromkeys(t.device for t in targets if t.device != reference.device):
+        here = [t for t in targets if t.device == device]
+        if all(t.stack == reference.stack and t.cls_path == reference.cls_path for t in here):
+            continue  # eager alone on that device: the platform's comparison only
+        ref = replace(reference, device=device, options=dict(reference.options), option_space={})
+        if device not in ref.backend_cls().devices:
+            continue  # that stack does not run there: the host's reference judges
+        named = next((t for t in here if t.name == ref.name), None)
+        if named is None and ref.unavailable_reason() is not None:
+            continue  # not here (a device torch does not see, a cluster's): name it among the targets to have it
+        modes = tuple(m for m in Mode if any(m in t.modes for t in here))
+        if named is None:
+            targets.append(replace(ref, modes=modes))
+        else:
+            named.modes = tuple(m for m in Mode if m in named.modes or m in modes)
+        found[device] = ref.name
+    return found
+
+
+def check_training(b: BackendSet, modes: tuple, source: str) -> None:
+    """Training runs need a reference (and oracle) that train, and at least one target that does."""
+    backward = [m for m in modes if mode_of(m).backward]
+    if not backward:
+        return
+    for where, spec in (("reference", b.reference), ("oracle", b.oracle)):
+        if spec is not None and not spec.backend_cls().trains:
+            raise CampaignError(f"{source}: backends.{where}: {spec.name} cannot train, and a target runs in "
+                                f"training mode (stacks that train: gapfuzz backends)")
+    if not any(t.runs_in(m) for m in backward for t in b.targets):
+        raise CampaignError(f"{source}: mode: training is asked for, but no target stack trains "
+                            f"({', '.join(t.name for t in b.targets)}; stacks that train: gapfuzz backends)")
+
+
+def check_backends(b: BackendSet, source: str) -> None:
+    if not b.targets:
+        raise CampaignError(f"{source}: backends.targets: name at least one target backend")
+    if b.oracle is not None and b.oracle.device != b.reference.device:
+        raise CampaignError(f"{source}: backends.oracle: the oracle must run on the reference's device "
+                            f"({b.reference.device})")
+    labels = [s.name for s in [b.reference, b.oracle, *b.targets] if s is not None]
+    fixed = (b.reference.name, b.oracle.name if b.oracle else None)
+    dup = {n for n in labels if labels.count(n) > 1 and n not in fixed}
+    if dup:
+        raise CampaignError(f"{source}: backends: {sorted(dup)[0]} is named twice; give one a 'label'")
