@@ -141,7 +141,7 @@ def test_tf32_is_set_and_restored_even_after_torch_disables_its_global_flags():
     import sys
 
     code = ("import torch; torch.backends.disable_global_flags()\n"
-            "from workers.run.platform import Precision\n"
+            "from gapfuzz.workers.run.platform import Precision\n"
             "with Precision(True).applied():\n"
             "    print(torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)\n"
             "with Precision(False).applied(): print(torch.backends.cudnn.allow_tf32)\n"

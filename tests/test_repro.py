@@ -43,7 +43,7 @@ def test_miscomputed_operator_shrinks_to_at_most_three_nodes_and_reproduces_alon
     folder = tmp_path / "repro"
     assert {"repro.py", "report.md", "shrink.json"} <= {p.name for p in folder.iterdir()}  # inputs inline
     code = (folder / "repro.py").read_text()
-    assert "gapfuzz" not in code and "gelu" in code
+    assert "import gapfuzz" not in code and "from gapfuzz" not in code and "gelu" in code
     assert json.loads((folder / "shrink.json").read_text())["candidates_bisected"] == 0
     # a plug-in stack is its own class, which the reproducer imports from where the campaign named it, on one screen
     assert result.form.startswith("MiscomputeOp (plug-in)") and "from tests.numeric_backends import MiscomputeOp" \

@@ -15,7 +15,7 @@ import math
 import sys
 import textwrap
 
-OWN = ("core", "workers", "fuzzer", "seeds", "analysis")  # packages whose code is copied, not imported
+OWN = "gapfuzz"  # the package whose code is copied, not imported
 
 
 class CopyError(RuntimeError):
@@ -24,7 +24,7 @@ class CopyError(RuntimeError):
 
 def _own(obj) -> bool:
     module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", "")
-    return (module or "").split(".")[0] in OWN
+    return (module or "").split(".")[0] == OWN
 
 
 def _loaded_names(source: str) -> set[str]:
