@@ -1,73 +1,64 @@
-"""A JSON Schema of the KubeRay ``RayJob`` (``ray.io/v1``) fields, and of the Kubernetes pod-template
-fields inside it, that a gapfuzz manifest may use: names and types as the CRD and the core API define
-them, unknown keys refused (a misspelt ``replica`` is an error, as ``kubectl apply`` would make it)."""
+"""KubeRay's published RayJob CRD schema (ray.io/v1), as a jsonschema validator.
+
+The schema is the CRD's own ``openAPIV3Schema`` (tests/data/kuberay_rayjob_v1.yaml, with its source
+commit), its embedded Kubernetes core types from Kubernetes' OpenAPI (tests/data/k8s_core_defs.json.gz).
+The OpenAPI v3 keys are adapted the way the API server reads them: an object that lists its properties
+refuses others unless it preserves unknown fields (``kubectl apply`` validates strictly), ``nullable``
+admits null, a quantity has the CRD's pattern, and the resource's own metadata is an ObjectMeta; the
+``x-kubernetes-*`` keys are left for jsonschema to ignore (``int-or-string`` comes with its ``anyOf``).
+"""
 from __future__ import annotations
 
-_STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_QUANTITY = {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mk])?$"}]}
-_OBJ = {"type": "object"}
-_OBJ_LIST = {"type": "array", "items": {"type": "object"}}
-_INT = {"type": "integer", "minimum": 0}
+import copy
+import functools
+import gzip
+import json
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+DATA = Path(__file__).resolve().parent / "data"
+CRD_FILE = DATA / "kuberay_rayjob_v1.yaml"
+K8S_DEFS_FILE = DATA / "k8s_core_defs.json.gz"
 
 
-def _closed(required: list[str], **properties) -> dict:
-    return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
+def _adapt(node):
+    """The API server's reading of a structural schema node, in jsonschema's terms."""
+    if isinstance(node, list):
+        return [_adapt(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _adapt(v) for k, v in node.items()}
+    closed = "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields")
+    if closed and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    if out.pop("nullable", False) and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
 
 
-RESOURCES = _closed([], limits={"type": "object", "additionalProperties": _QUANTITY},
-                    requests={"type": "object", "additionalProperties": _QUANTITY}, claims=_OBJ_LIST)
+@functools.lru_cache(maxsize=1)
+def rayjob_schema() -> dict:
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    schema = copy.deepcopy(crd["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    with gzip.open(K8S_DEFS_FILE, "rt") as f:
+        schema["$defs"] = json.load(f)["$defs"]
+    # the CRD renders every resource.Quantity with its pattern (Kubernetes' own OpenAPI has none)
+    schema["$defs"]["io.k8s.apimachinery.pkg.api.resource.Quantity"] = crd["x-quantity"]
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return _adapt(schema)
 
-CONTAINER = _closed(
-    ["name"], name={"type": "string"}, image={"type": "string"}, command={"type": "array", "items": {"type": "string"}},
-    args={"type": "array", "items": {"type": "string"}}, workingDir={"type": "string"}, ports=_OBJ_LIST,
-    env={"type": "array", "items": _closed(["name"], name={"type": "string"}, value={"type": "string"},
-                                           valueFrom=_OBJ)},
-    envFrom=_OBJ_LIST, resources=RESOURCES, volumeMounts={"type": "array", "items": _closed(
-        ["name", "mountPath"], name={"type": "string"}, mountPath={"type": "string"}, readOnly={"type": "boolean"},
-        subPath={"type": "string"})},
-    imagePullPolicy={"enum": ["Always", "IfNotPresent", "Never"]}, securityContext=_OBJ, lifecycle=_OBJ,
-    livenessProbe=_OBJ, readinessProbe=_OBJ, startupProbe=_OBJ, volumeDevices=_OBJ_LIST,
-    terminationMessagePath={"type": "string"}, terminationMessagePolicy={"type": "string"})
 
-POD_SPEC = _closed(
-    ["containers"], containers={"type": "array", "minItems": 1, "items": CONTAINER},
-    initContainers={"type": "array", "items": CONTAINER}, volumes={"type": "array", "items": {
-        "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}},
-    nodeSelector=_STR_MAP, tolerations=_OBJ_LIST, affinity=_OBJ, serviceAccountName={"type": "string"},
-    imagePullSecrets=_OBJ_LIST, restartPolicy={"enum": ["Always", "OnFailure", "Never"]},
-    runtimeClassName={"type": "string"}, priorityClassName={"type": "string"}, securityContext=_OBJ,
-    hostNetwork={"type": "boolean"}, schedulerName={"type": "string"})
+@functools.lru_cache(maxsize=1)
+def validator() -> jsonschema.Draft202012Validator:
+    schema = rayjob_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
 
-POD_TEMPLATE = _closed(["spec"], metadata=_closed([], labels=_STR_MAP, annotations=_STR_MAP, name={"type": "string"}),
-                       spec=POD_SPEC)
 
-HEAD_GROUP = _closed(["template"], rayStartParams=_STR_MAP, template=POD_TEMPLATE,
-                     serviceType={"enum": ["ClusterIP", "NodePort", "LoadBalancer"]}, enableIngress={"type": "boolean"},
-                     headService=_OBJ)
-
-WORKER_GROUP = _closed(["groupName", "template"],
-                       groupName={"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                       replicas=_INT, minReplicas=_INT, maxReplicas=_INT, rayStartParams=_STR_MAP,
-                       template=POD_TEMPLATE, scaleStrategy=_OBJ, numOfHosts={"type": "integer", "minimum": 1},
-                       suspend={"type": "boolean"}, idleTimeoutSeconds={"type": "integer"})
-
-RAY_CLUSTER_SPEC = _closed(["headGroupSpec"], rayVersion={"type": "string"},
-                           enableInTreeAutoscaling={"type": "boolean"},
-                           autoscalerOptions=_OBJ, headGroupSpec=HEAD_GROUP,
-                           workerGroupSpecs={"type": "array", "items": WORKER_GROUP},
-                           headServiceAnnotations=_STR_MAP, suspend={"type": "boolean"},
-                           gcsFaultToleranceOptions=_OBJ, managedBy={"type": "string"})
-
-RAYJOB = _closed(
-    ["apiVersion", "kind", "metadata", "spec"], apiVersion={"const": "ray.io/v1"}, kind={"const": "RayJob"},
-    metadata={"type": "object", "required": ["name"], "properties": {"name": {"type": "string"},
-                                                                      "namespace": {"type": "string"}}},
-    spec=_closed(["entrypoint"], entrypoint={"type": "string", "minLength": 1}, rayClusterSpec=RAY_CLUSTER_SPEC,
-                 clusterSelector=_STR_MAP, shutdownAfterJobFinishes={"type": "boolean"},
-                 ttlSecondsAfterFinished=_INT, activeDeadlineSeconds=_INT, backoffLimit=_INT,
-                 runtimeEnvYAML={"type": "string"}, jobId={"type": "string"},
-                 submissionMode={"enum": ["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"]},
-                 submitterPodTemplate=POD_TEMPLATE, submitterConfig=_OBJ, entrypointNumCpus={"type": "number"},
-                 entrypointNumGpus={"type": "number"}, entrypointResources={"type": "string"}, metadata=_STR_MAP,
-                 suspend={"type": "boolean"}, managedBy={"type": "string"}, deletionStrategy=_OBJ),
-    status=_OBJ)
+def errors(manifest: dict) -> list[str]:
+    """Every way ``manifest`` breaks the CRD, one line each (path: message); empty when it is valid."""
+    found = sorted(validator().iter_errors(manifest), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in found]

@@ -1,14 +1,18 @@
 """The cluster launch files are valid and give every pool the Ray resources it asks for.
 
 The cluster-launcher YAML is checked by Ray's own validator (its ``ray-schema.json``), the RayJob
-manifest by a JSON Schema of the KubeRay ``ray.io/v1`` fields it uses (``rayjob_schema``), and both
-against ``PoolSettings.resources_needed``, the one place a pool's resource names are defined.
+manifest by KubeRay's published CRD schema (``rayjob_schema``), and both against
+``PoolSettings.resources_needed``, the one place a pool's resource names are defined. The images: what
+``docker build`` would send (``.dockerignore`` applied, no daemon needed), one Dockerfile per device
+kind with the driver's Ray and Python, and every image named under the one registry prefix.
 """
 from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -18,7 +22,9 @@ import yaml
 from gapfuzz.fuzzer.config.campaign import load_campaign
 from gapfuzz.workers.run.pool import PoolSettings
 
-from .rayjob_schema import RAYJOB
+from scripts.cluster import dockerignore, images
+
+from .rayjob_schema import errors as rayjob_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ROOT / "scripts" / "cluster" / "ray-cluster-aws.yaml"
@@ -68,13 +74,117 @@ def _rayjob() -> dict:
     return yaml.safe_load(RAYJOB_FILE.read_text())
 
 
-def test_rayjob_manifest_is_schema_valid():
+def test_rayjob_manifest_validates_against_kuberays_crd():
     job = _rayjob()
-    jsonschema.validate(job, RAYJOB)
-    broken = copy.deepcopy(job)
-    broken["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replica"] = 2
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, RAYJOB)
+    assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
+    assert rayjob_errors(job) == []
+
+
+@pytest.mark.parametrize("path, key, value, message", [
+    (["spec", "rayClusterSpec", "workerGroupSpecs", 0], "replica", 2, "'replica' was unexpected"),
+    (["spec", "rayClusterSpec", "headGroupSpec", "template", "spec", "containers", 0], "imagePullPolicie", "Always",
+     "'imagePullPolicie' was unexpected"),
+    (["spec", "rayClusterSpec", "workerGroupSpecs", 1, "template", "spec", "containers", 0, "resources", "limits"],
+     "memory", "lots", "does not match"),
+    (["spec", "rayClusterSpec", "workerGroupSpecs", 0], "minReplicas", None, "'minReplicas' is a required property"),
+    (["spec"], "ttlSecondsAfterFinished", "1h", "is not of type 'integer'"),
+])
+def test_the_crd_refuses_what_kubectl_would(path, key, value, message):
+    broken = _rayjob()
+    node = broken
+    for step in path:
+        node = node[step]
+    if value is None:
+        del node[key]
+    else:
+        node[key] = value
+    found = rayjob_errors(broken)
+    assert len(found) == 1 and message in found[0], found
+
+
+def test_rayjob_pins_the_drivers_ray_and_names_images_under_the_registry():
+    import ray
+
+    assert images.manifest_ray_versions() == {"rayjob.yaml": ray.__version__, "ray-cluster-aws.yaml": ray.__version__}
+    containers = [c for g in [_rayjob()["spec"]["rayClusterSpec"]["headGroupSpec"],
+                              *_rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
+                  for c in g["template"]["spec"]["containers"]]
+    kinds = set()
+    for c in containers:
+        prefix, _, kind = c["image"].rpartition("/gapfuzz:")
+        assert prefix == images.registry(), c["image"]
+        kinds.add(kind)
+    assert set(images.KINDS) <= kinds <= set(images.KINDS) | set(images.VENDOR_KINDS)
+
+
+def test_set_registry_rewrites_every_image(tmp_path, monkeypatch):
+    manifest = tmp_path / "rayjob.yaml"
+    manifest.write_text(RAYJOB_FILE.read_text())
+    monkeypatch.setattr(images, "REGISTRY_FILE", tmp_path / "registry")
+    monkeypatch.setattr(images, "MANIFESTS", [manifest])
+    assert images.set_registry("ghcr.io/someone/tools") == [manifest]
+    assert images.registry() == "ghcr.io/someone/tools"
+    names = re.findall(r"image:\s*(\S+)", manifest.read_text())
+    assert names and all(n.startswith("ghcr.io/someone/tools/gapfuzz:") for n in names)
+    with pytest.raises(ValueError, match="registry 'Ghcr.io/x y'"):
+        images.set_registry("Ghcr.io/x y")
+
+
+def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) per instruction, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", "\n".join(line for line in dockerfile.read_text().splitlines()
+                                          if not line.lstrip().startswith("#")))
+    return [(w[0].upper(), w[1] if len(w) > 1 else "") for w in (line.split(None, 1) for line in text.splitlines() if
+                                                               line.strip())]
+
+
+@pytest.mark.parametrize("kind", sorted(images.KINDS))
+def test_each_device_kind_has_a_dockerfile_with_the_drivers_ray(kind):
+    steps = _instructions(images.KINDS[kind])
+    known = {"FROM", "ARG", "ENV", "RUN", "COPY", "WORKDIR", "USER", "LABEL", "EXPOSE", "ENTRYPOINT", "CMD"}
+    assert {name for name, _ in steps} <= known, steps
+    assert all(name == "ARG" for name, _ in steps[:[n for n, _ in steps].index("FROM")])  # only ARGs before FROM
+    args = dict(a.split("=", 1) for name, a in steps if name == "ARG" and "=" in a)
+    assert args["RAY_VERSION"] == images.driver_versions()["RAY_VERSION"]
+    assert args["PYTHON_VERSION"] == "%d.%d" % sys.version_info[:2]
+    runs = " ".join(a for name, a in steps if name == "RUN")
+    assert '"ray[default]==${RAY_VERSION}"' in runs and "wget" in runs  # KubeRay's probes run wget
+    base = [a for name, a in steps if name == "FROM"][-1]
+    if kind == "cuda":
+        assert args["CUDA_IMAGE"].startswith("nvidia/cuda:") and base == "${CUDA_IMAGE}"
+        assert "/whl/cu" in args["TORCH_INDEX"]
+    else:
+        assert args["TORCH_INDEX"].endswith("/whl/cpu")
+    assert ("COPY", "--chown=1000:100 . .") in steps
+    command = images.build_command(kind)
+    assert command[-3:] == ["-t", images.image(kind), "."]
+    assert f"--build-arg=RAY_VERSION={args['RAY_VERSION']}" in command
+
+
+def test_the_image_context_holds_the_package_and_no_runs_or_caches(tmp_path):
+    files = dockerignore.context_files(ROOT, "scripts/cluster/Dockerfile.cpu")
+    assert {"pyproject.toml", "README.md", "core/__init__.py", "fuzzer/cli/main.py",
+            "campaigns/cluster.yaml", "scripts/cluster/Dockerfile.cpu"} <= set(files)
+    tops = {f.split("/")[0] for f in files}
+    assert not tops & {".git", "runs", "cache", ".pytest_cache", ".ruff_cache", "build", "dist"}, tops
+    assert not [f for f in files if "__pycache__" in f or f.endswith((".onnx", ".pt2", ".pyc", ".safetensors"))]
+    assert not [f for f in files if f.startswith(("docs/findings/", "runs-")) or ".egg-info/" in f]
+    # the rules as Docker reads them, on a tree that has what a checkout collects
+    for rel in ["runs/default/run.json", "runs-old/x", "core/__pycache__/a.pyc", "a/b/model.onnx", "cache/x",
+                ".git/HEAD", "docs/findings/t.md", "gapfuzz.egg-info/PKG-INFO", "core/ir.py", "docs/cluster.md"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    (tmp_path / ".dockerignore").write_text((ROOT / ".dockerignore").read_text() + "\n!runs/default/run.json\n")
+    assert dockerignore.context_files(tmp_path) == [".dockerignore", "core/ir.py", "docs/cluster.md",
+                                                    "runs/default/run.json"]
+
+
+def test_dockerignore_rules_follow_dockers_matching():
+    rules = dockerignore.parse("# c\n/top\n*.md\n!KEEP.md\nsrc/**/gen\n**/*.tmp\nd?r\n[ab]x\n")
+    cases = {"top": True, "top/a/b": True, "sub/top": False, "x.md": True, "KEEP.md": False, "sub/x.md": False,
+             "src/gen/f": True, "src/a/b/gen": True, "gen": False, "a/b.tmp": True, "b.tmp": True, "dir": True,
+             "dr": False, "ax": True, "cx": False}
+    assert {p: dockerignore.excluded(p, rules) for p in cases} == cases
 
 
 def test_rayjob_groups_carry_every_pools_resources():
