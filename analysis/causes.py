@@ -16,13 +16,14 @@ that option's bug. Vectorised joins: a million records in seconds.
 """
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pandas as pd
 
 from gapfuzz.core.bugs import EXAMPLE_PROBE, Explanation, Verdict
+
+from .option_cover import options_of
 
 CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a ledger case, less its op and verdict
 NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",
@@ -141,13 +142,7 @@ def extend_consensus(df: pd.DataFrame) -> None:
 
 def _precision_only(options: pd.Series) -> dict[tuple[str, str], bool]:
     """For each pair of backend labels: whether their options differ in precision settings alone."""
-    parsed = {}
-    for backend, text in options.items():
-        try:
-            value = json.loads(text) if isinstance(text, str) else {}
-        except ValueError:
-            value = {}
-        parsed[backend] = value if isinstance(value, dict) else {}
+    parsed = {backend: options_of(value) for backend, value in options.items()}
     out = {}
     for a, oa in parsed.items():
         for b, ob in parsed.items():

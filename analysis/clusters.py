@@ -36,6 +36,7 @@ from .causes import derive
 from .impact import impact
 from .merge import merge
 from .option_cover import options_of
+from gapfuzz.results.columns import texts
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,
@@ -227,17 +228,19 @@ def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.
     than one value of in the campaign (a target's ``option_space``): what a configuration-only defect needs."""
     if "backend_options" not in df.columns:
         return pd.Series(None, index=cid.unique(), dtype=object)
-    drawn = df.groupby("backend")["backend_options"].nunique()
+    text = pd.Series(texts("backend_options", df["backend_options"]), index=df.index, dtype=object)  # hashable
+    drawn = text.groupby(df["backend"]).nunique()
     drawn = set(drawn[drawn > 1].index)
     if not drawn:
         return pd.Series(None, index=cid.unique(), dtype=object)
-    parsed = {s: options_of(s) for s in rows["backend_options"].dropna().unique()}
+    mine = pd.Series(texts("backend_options", rows["backend_options"]), index=rows.index, dtype=object)
+    parsed = {s: options_of(s) for s in mine.dropna().unique()}
     varying: dict[str, set] = {}
     for backend in drawn:
-        sets = [options_of(s) for s in df.loc[df["backend"] == backend, "backend_options"].dropna().unique()]
+        sets = [options_of(s) for s in text[df["backend"] == backend].dropna().unique()]
         varying[backend] = {k for k in set().union(*sets) if len({json.dumps(o.get(k)) for o in sets}) > 1}
     out = {}
-    for c, group in rows.groupby(cid, sort=False):
+    for c, group in rows.assign(backend_options=mine.to_numpy()).groupby(cid, sort=False):
         common = None
         for backend, opts in zip(group["backend"], group["backend_options"]):
             items = {(k, json.dumps(v)) for k, v in parsed.get(opts, {}).items() if k in varying.get(backend, ())}

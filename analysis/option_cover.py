@@ -14,18 +14,19 @@ from itertools import combinations, product
 import pandas as pd
 
 from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.results.columns import backend_options_of, texts
 
 COLUMNS = ["backend", "seed_id", "mode", "backend_options", "backend_version"]
 
 
-def options_of(text) -> dict:
-    """A record's ``backend_options`` (JSON of a mapping); anything else, as a foreign or torn record
-    may hold, is no options rather than an error that stops the whole triage."""
+def options_of(value) -> dict:
+    """A record's ``backend_options`` (a mapping, its nested column, or the JSON text of an older folder);
+    anything else, as a foreign or torn record may hold, is no options rather than an error that stops the
+    whole triage."""
     try:
-        value = json.loads(text) if isinstance(text, str) else {}
-    except ValueError:
+        return backend_options_of(value)
+    except (ValueError, TypeError, KeyError, AttributeError):
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def text(value) -> str:
@@ -63,6 +64,7 @@ def _ran(df: pd.DataFrame, spaces: dict) -> pd.DataFrame:
     """The records of targets with a space that a worker ran (they hold the stack's version)."""
     ran = df["backend"].isin(list(spaces)) & df["backend_version"].fillna("").astype(bool)
     out = df.loc[ran, ["backend", "seed_id", "mode", "backend_options"]].copy()
+    out["backend_options"] = texts("backend_options", out["backend_options"])  # hashable: JSON text
     out["mode"] = out["mode"].astype(object).where(out["mode"].notna(), DEFAULT_MODE)
     return out.drop_duplicates()
 

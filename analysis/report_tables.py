@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from gapfuzz.core.bugs import EXAMPLE_PROBE, Kind, Verdict
 from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.results.columns import texts, versions_of
 
 from . import option_cover as _cover
 from . import portability as _port
@@ -147,16 +148,18 @@ def _json(v) -> str:
     return json.dumps(v, sort_keys=True, separators=(", ", ": "), default=str) if v not in (None, {}, []) else ""
 
 
+def _versions_of(value) -> dict:
+    """A record's ``versions``; a torn one is none."""
+    try:
+        return versions_of(value)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
 def _versions(run: Run) -> pd.DataFrame:
     """Per backend: the stack's version, torch, python and OS its workers reported (distinct values)."""
     r = run.records(["backend", "backend_version", "torch_version", "versions"])
-    parsed = []
-    for text in r["versions"]:
-        try:
-            v = json.loads(text) if isinstance(text, str) else {}
-        except ValueError:
-            v = {}
-        parsed.append(v if isinstance(v, dict) else {})
+    parsed = [_versions_of(v) for v in r["versions"]]
     v = pd.DataFrame({"backend": r["backend"].to_numpy(), "version": r["backend_version"].to_numpy(),
                       "torch": r["torch_version"].to_numpy(), "python": [p.get("python") for p in parsed],
                       "os": [p.get("os") for p in parsed]})
@@ -182,7 +185,8 @@ def settings(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
         compare = run.campaign.get("compare") if isinstance(run.campaign.get("compare"), dict) else {}
         rows = [("campaign", run.name), ("reference", run.reference), ("oracle", run.oracle or "none"),
                 ("settings", "from campaign.yaml (this folder has no run.json)")]
-        opts = run.records(["backend", "stack", "device", "backend_options"]).drop_duplicates()
+        opts = run.records(["backend", "stack", "device", "backend_options"])
+        opts = opts.assign(backend_options=texts("backend_options", opts["backend_options"])).drop_duplicates()
         entries = {b: {"stack": g["stack"].iloc[0], "device": g["device"].iloc[0],
                        "options": ", ".join(sorted(set(g["backend_options"].dropna()) - {"{}"}))}
                    for b, g in opts.groupby("backend")}

@@ -2,8 +2,10 @@
 
 A terminal table is one line a row, columns apart by two spaces under a rule of dashes, in plain
 ASCII and without colour, so that ``grep`` and a pipe read it as a person does; a cell wider than
-the column's limit ends in an ellipsis. A Markdown cell has its ``|`` escaped and its newlines
-made spaces, so that no message can split or end a row of a document's table.
+the column's limit ends in an ellipsis. A cell's control characters (a record's ``ESC [2J``, a
+carriage return that would overwrite the row) are shown as escapes (``core.text.printable``), never
+obeyed. A Markdown cell has its ``|`` escaped and its newlines made spaces, so that no message can
+split or end a row of a document's table.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from gapfuzz.core.text import printable
 
 # no edges, a blank between columns, a rule of dashes under the header
 PLAIN = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
@@ -39,7 +43,7 @@ def _fmt(v) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+    return printable(" ".join(text.splitlines()) if "\n" in text or "\r" in text else text, newlines=False)
 
 
 def markdown_cell(text: str) -> str:

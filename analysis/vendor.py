@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gapfuzz.core.bugs import MISSING, VENDOR_STAGES, Kind, ReproStatus, Stage, Status, Symptom, Verdict
 from gapfuzz.core.ids import BackendName
+from gapfuzz.core.text import fenced
 
 from .clusters import UNUSABLE_HERE
 from .triage import describe
@@ -86,11 +87,6 @@ def _cell(v) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
-
-
-def _fenced(text: str, lang: str = "") -> str:
-    ticks = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
-    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
 def _read(path: Path, limit: int) -> bytes | None:
@@ -226,7 +222,7 @@ def _issue(name, stack, explained, rows, ops, repros, run_dir) -> str:
                 lines.append(f"- {row.cluster}")
             if row.kind == Kind.FAILURE and _given(getattr(row, "message", None)):
                 message = re.sub(r"\x1b\[[0-9;]*m", "", str(row.message))
-                lines += ["", _fenced("\n".join(message.splitlines()[:15]), "text")]
+                lines += ["", fenced("\n".join(message.splitlines()[:15]), "text")]
         for r in sorted((r for r in repros if r.op == op), key=lambda r: (not r.included, r.lines, len(r.text))):
             if r is lead:
                 lines += ["", f"Reproducer: the one above (cluster {r.cluster})."]
@@ -247,7 +243,7 @@ def _shown(r: _Repro) -> list[str]:
     how = ", ".join(x for x in (r.form, f"{r.lines} lines", r.tried or ("unverified: no shrink.json"
                                                                          if not r.status else "")) if x)
     files = f" Beside it: {', '.join(r.files)} (from the repro folder)." if r.files else ""
-    return [f"`python repro.py` ({how}).{files}", *[f"- note: {x}" for x in r.notes], "", _fenced(r.text, "python")]
+    return [f"`python repro.py` ({how}).{files}", *[f"- note: {x}" for x in r.notes], "", fenced(r.text, "python")]
 
 
 def _tests(stack: str, entries: list[tuple[str, _Repro]]) -> str:

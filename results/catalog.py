@@ -2,6 +2,11 @@
 
 It answers the export-coverage questions per source and family: how many seeds build,
 fit the parameter cap, capture with torch.export and run on the reference, and why not.
+
+A campaign resumed, a scan continued and a campaign's ``catalog:`` selection all trust its rows, so
+``read`` checks them first: each file's columns against the catalog's (a file of another table, or of
+wrong types, is refused) and each row's seed id, status and version; the first problem is one
+``ResultsError`` line naming the file and the row.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from gapfuzz.core.bugs import Status
+from gapfuzz.core.ids import IdError, SeedId
 
 from .folder import Folder
 from .schema import arrow_schema_of
@@ -76,6 +82,7 @@ class Catalog:
         """One row per seed (the first written, should an older campaign have written one twice)."""
         import numpy as np
         import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
 
         from .store import ResultsError
 
@@ -83,7 +90,14 @@ class Catalog:
         if not files:
             return catalog_schema().empty_table()
         try:
+            for f in files:
+                _check_columns(f, pq.read_schema(f, filesystem=self.folder.fs))
             table = ds.dataset(files, schema=catalog_schema(), filesystem=self.folder.fs).to_table()
+            if _bad_row(table) is not None:  # which file and row: each file read alone, on this path only
+                for f in files:
+                    found = _bad_row(ds.dataset(f, schema=catalog_schema(), filesystem=self.folder.fs).to_table())
+                    if found is not None:
+                        raise ResultsError(f"{f}: row {found[0]}: {found[1]}; not a seed catalog row gapfuzz wrote")
         except (pa.ArrowException, OSError) as e:
             raise ResultsError(f"{self.dir}: cannot read the seed catalog: {' '.join(str(e).split())[:300]}") \
                 from None
@@ -92,3 +106,60 @@ class Catalog:
 
     def done(self) -> set[str]:
         return set(self.read().column("seed_id").to_pylist())
+
+
+# a catalog column's type -> the file types that read as it without changing what it means
+_READS_AS = ((pa.types.is_string, (pa.types.is_string, pa.types.is_large_string)),
+             (pa.types.is_integer, (pa.types.is_integer,)), (pa.types.is_boolean, (pa.types.is_boolean,)),
+             (pa.types.is_timestamp, (pa.types.is_timestamp,)),
+             (pa.types.is_floating, (pa.types.is_floating, pa.types.is_integer)))
+
+
+def _fits(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether a file's column type reads as the catalog's without changing what it means."""
+    if have == want or pa.types.is_null(have):
+        return True
+    if any(is_want(want) and any(k(have) for k in haves) for is_want, haves in _READS_AS):
+        return True
+    listed = pa.types.is_list(want) and (pa.types.is_list(have) or pa.types.is_large_list(have))
+    return listed and _fits(have.value_type, want.value_type)
+
+
+def _check_columns(path: str, schema: pa.Schema) -> None:
+    """A catalog file's columns: the catalog's own, of its types, seed_id among them."""
+    from .store import ResultsError
+
+    want = catalog_schema()
+    for f in schema:
+        if f.name not in want.names:
+            raise ResultsError(f"{path}: its column {f.name[:60]!r} is not a seed catalog's: not a catalog file "
+                               f"gapfuzz wrote (a file of another table?)")
+        if not _fits(f.type, want.field(f.name).type):
+            raise ResultsError(f"{path}: its column {f.name!r} holds {f.type}, a seed catalog's holds "
+                               f"{want.field(f.name).type}: not a catalog file gapfuzz wrote")
+    if "seed_id" not in schema.names:
+        raise ResultsError(f"{path}: it has no seed_id column: not a seed catalog file gapfuzz wrote")
+
+
+_STATUSES = frozenset(s.value for s in Status)
+
+
+def _bad_row(table: pa.Table) -> tuple[int, str] | None:
+    """The first row (its index in ``table``) whose seed id, status or version is not one gapfuzz writes."""
+    versions = table.column("schema_version").to_pylist()
+    statuses = table.column("status").to_pylist()
+    for i, seed_id in enumerate(table.column("seed_id").to_pylist()):
+        if seed_id is None:
+            return i, "seed_id is null (every row names its seed)"
+        try:
+            SeedId.parse(seed_id)
+            well_formed = bool(seed_id) and seed_id == seed_id.strip() and "/" in seed_id
+        except IdError:
+            well_formed = False
+        if not well_formed:
+            return i, f"seed_id {seed_id[:60]!r} is not a seed id (source/name)"
+        if statuses[i] not in _STATUSES:
+            return i, f"status {str(statuses[i])[:40]!r} is not one of {', '.join(sorted(_STATUSES))}"
+        if versions[i] is not None and not 1 <= versions[i] <= CATALOG_VERSION:
+            return i, f"schema_version {versions[i]}: this gapfuzz reads seed catalog versions 1 to {CATALOG_VERSION}"
+    return None

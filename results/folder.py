@@ -137,10 +137,15 @@ class Folder:
             with self.fs.open_output_stream(final) as f:
                 f.write(data)
             return final
+        return self._replace_local(final, lambda f: f.write(data))
+
+    @staticmethod
+    def _replace_local(final: str, write) -> str:
+        """``write(file)`` into a hidden temporary beside ``final`` (no reader lists it), synced, then renamed."""
         tmp = f"{final.rsplit('/', 1)[0]}/.{uuid.uuid4().hex}.tmp"
         try:
             with open(tmp, "wb") as f:
-                f.write(data)
+                write(f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, final)
@@ -153,6 +158,30 @@ class Folder:
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
         return self.write_bytes(buf.getvalue(), *parts)
+
+    def write_batches(self, schema: pa.Schema, batches, final: str) -> str:
+        """A Parquet file of record batches at ``final`` (a path in this folder, as ``files`` gives them), whole
+        or not at all like every file here; on a local folder streamed (a batch in memory at a time),
+        elsewhere gathered and uploaded in one piece."""
+        def write(f) -> None:
+            with pq.ParquetWriter(f, schema, compression="zstd") as w:
+                for batch in batches:
+                    w.write_batch(batch)
+
+        if not self.renames:
+            buf = io.BytesIO()
+            write(buf)
+            with self.fs.open_output_stream(final) as f:
+                f.write(buf.getvalue())
+            return final
+        return self._replace_local(final, write)
+
+    def remove(self, path: str) -> None:
+        """Delete one file of this folder (a path ``files`` returned); one already gone is no error."""
+        try:
+            self.fs.delete_file(path)
+        except FileNotFoundError:
+            pass
 
     def open(self, path: str):
         """A file of this folder (a path ``files`` returned) for pyarrow to read."""

@@ -21,7 +21,7 @@ from .schema import SCHEMA_VERSION
 
 NAME = "run.json"
 VERSION = 1  # of this file's layout; the records' own is ``schema_version``
-MAX_BYTES = 1 << 20
+MAX_BYTES = 1 << 20  # read back; a run never writes more (``encoded``), and a campaign file is at most 1/8 of it
 _BACKEND = {"stack": str, "device": str, "options": dict, "option_space": dict, "modes": list,
             "class": (str, type(None)), "option_cover": (str, dict)}  # option_cover: with an option_space only
 
@@ -43,10 +43,20 @@ class RunManifest:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True, allow_nan=False)
 
+    def encoded(self) -> bytes:
+        """``run.json``'s bytes; a ``ResultsError`` (its size and the limit) when they are more than ``read``
+        takes, so that a run never writes a manifest it cannot read back. The campaign is checked with it
+        at load (``fuzzer.config.campaign``), before anything is written."""
+        data = self.to_json().encode()
+        if len(data) > MAX_BYTES - 64:  # room for the time ``write`` stamps
+            raise ResultsError(f"the {NAME} a run writes would be {len(data)} bytes; at most {MAX_BYTES} bytes "
+                               f"are read back (name fewer backends or option values)")
+        return data
+
     def write(self, folder: Folder) -> str:
         """Write ``run.json`` whole (replacing an earlier one: a resumed run's); returns its path."""
         self.written = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        return folder.write_bytes(self.to_json().encode(), NAME)
+        return folder.write_bytes(self.encoded(), NAME)
 
     @classmethod
     def read(cls, folder: Folder) -> RunManifest | None:

@@ -1,25 +1,31 @@
 """The run record: one row per (variant, backend, probe); its fields are the Parquet columns.
 
 A worker fills in what ran and how it ended, the judge its comparison columns, the driver the
-variant's; a ``dict`` field is a JSON column. Documented column by column in docs/results.md.
+variant's. A field annotated with a ``results.columns`` codec is a nested column (a struct or list):
+it holds a value or the JSON text gapfuzz's code builds, and is written as Parquet data, not text.
+Documented column by column in docs/results.md.
 Bump SCHEMA_VERSION when a column changes meaning or type; readers check it.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import typing
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import pyarrow as pa
 
 from gapfuzz.core.bugs import KEY_COLUMNS, Status
+from gapfuzz.core.text import MAX_FIELD_CHARS, capped
 
+from .columns import NESTED, DivGrowthColumn, KeyValues, ProbeRecipeColumn, RecipeColumn
+
+# 7: recipe, probe_recipe, div_growth, backend_options, versions, backend_info as structs and lists, not JSON text
 # 6: the located node's symptom and dtype, reference-suspect; 5: compiler attribution and pass coverage;
 # 4: mode and gradient columns; 3: explanation columns; 2: one row per (variant, backend, probe); 1: the example only
-SCHEMA_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+SCHEMA_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 
 @dataclass
@@ -30,13 +36,13 @@ class RunRecord:
     seed_id: str
     backend: str
     probe: str | None = None  # which input set (workers.run.probes.Probe.name); None: the example, in version 1
-    probe_recipe: str | None = None  # JSON that replays it: {"kind", ..., "seed"}
+    probe_recipe: Annotated[str | None, ProbeRecipeColumn] = None  # replays it: {"kind", ..., "seed"} (JSON text)
     mode: str | None = None  # inference, or training (forward, loss and backward); None before version 4
     seed_source: str = ""
     family: str = ""
     task: str = ""
     output_kind: str = ""
-    recipe: str = "{}"  # JSON: {"seed", "mutations": [[name, params]], "rng"}
+    recipe: Annotated[str, RecipeColumn] = "{}"  # {"seed", "mutations": [[name, params]], "rng"} (JSON text)
     mutations: list[str] = field(default_factory=list)
     semantics_preserving: bool | None = None
     graph_hash: str | None = None
@@ -45,10 +51,10 @@ class RunRecord:
     params: int | None = None
     stack: str = ""
     device: str = ""
-    backend_options: dict = field(default_factory=dict)  # JSON
+    backend_options: Annotated[dict, KeyValues] = field(default_factory=dict)
     backend_version: str = ""
     torch_version: str = ""
-    versions: dict = field(default_factory=dict)  # JSON: torch, python, os of the worker
+    versions: Annotated[dict, KeyValues] = field(default_factory=dict)  # torch, python, os of the worker
     # how it ended
     status: str = Status.OK  # core.bugs.Status: ok mismatch crash error timeout oom unsupported invalid skipped
     stage: str | None = None  # core.bugs.Stage: build budget capture mutate convert compile run compare
@@ -82,7 +88,7 @@ class RunRecord:
     first_div_op: str | None = None  # an ATen op, or input:<layout> when the stack received an input wrong
     node_symptom: str | None = None  # what differs at the first divergent node: the divergence's identity
     node_dtype: str | None = None  # that node's dtype
-    div_growth: str | None = None  # JSON list of [node, op, tol_ratio] along the divergent path
+    div_growth: Annotated[str | None, DivGrowthColumn] = None  # [[node, op, tol_ratio]] on the divergent path
     amplified: bool | None = None
     amplifier_node: str | None = None
     align_prepares: int | None = None  # backend prepares (compiles) tier 2 spent on this run
@@ -117,7 +123,7 @@ class RunRecord:
     inputs_mutated: bool | None = None
     input_checksum: str | None = None
     weight_checksum: str | None = None
-    backend_info: dict = field(default_factory=dict)  # JSON: what the stack reported (e.g. inference precision)
+    backend_info: Annotated[dict, KeyValues] = field(default_factory=dict)  # what the stack reported (e.g. precision)
     compiler: str | None = None  # inductor or aot_autograd through torch.compile, inductor-aot without it
     compiler_passes: list[str] = field(default_factory=list)  # the Inductor passes that ran: pass coverage
     compiler_patterns: list[str] = field(default_factory=list)  # its pattern-matcher patterns that fired
@@ -131,20 +137,25 @@ class RunRecord:
 
     def to_row(self) -> dict:
         """The record as a Parquet row: its fields, not copied (``dataclasses.asdict`` deep-copies every list,
-        a third of a campaign driver's time), a dict as its JSON."""
+        a third of a campaign driver's time), a nested column as its struct or list."""
         row = self.__dict__.copy()
-        for name in JSON_COLUMNS:
-            if isinstance(row[name], dict):
-                row[name] = json.dumps(row[name], sort_keys=True, default=str)
+        for name, codec in NESTED.items():
+            row[name] = codec.encode(row[name])
+        for name in TEXT_COLUMNS:  # a 20 MB message is cut here, the one place every record is written
+            text = row[name]
+            if text is not None and len(text) > MAX_FIELD_CHARS:
+                row[name] = capped(text)
         return row
 
     @classmethod
     def from_row(cls, row: dict) -> RunRecord:
-        """A Parquet row as a record (the inverse of ``to_row``)."""
+        """A Parquet row as a record (the inverse of ``to_row``), of any schema version: a nested column as
+        the record holds it (a mapping, or JSON text)."""
         fields = {k: row[k] for k in COLUMNS if k in row}
-        for name in JSON_COLUMNS:
-            if isinstance(fields.get(name), str):
-                fields[name] = json.loads(fields[name])
+        for name, codec in NESTED.items():
+            if name in fields:
+                fields[name] = codec.decode(fields[name]) if _HINTS[name].__origin__ is dict \
+                    else codec.text(fields[name])
         return cls(**fields)
 
     def key_fields(self) -> dict:
@@ -159,11 +170,14 @@ class RunRecord:
             setattr(self, k, v)
 
 
-_ARROW = {str: pa.string(), dict: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
+_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
           dt.datetime: pa.timestamp("us", tz="UTC"), list[str]: pa.list_(pa.string())}
 
 
 def _arrow_type(hint) -> pa.DataType:
+    nested = [m for m in getattr(hint, "__metadata__", ()) if hasattr(m, "arrow")]
+    if nested:  # Annotated[..., codec]: the codec's struct or list
+        return nested[0].arrow
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     base = args[0] if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None)) \
         and len(args) == 1 else hint
@@ -172,7 +186,7 @@ def _arrow_type(hint) -> pa.DataType:
 
 def arrow_schema_of(cls, version: int = SCHEMA_VERSION) -> pa.Schema:
     """The Parquet schema of a record dataclass: one column per field, types from the hints."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     return pa.schema([pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(cls)],
                      metadata={"gapfuzz_schema_version": str(version)})
 
@@ -183,5 +197,15 @@ def arrow_schema() -> pa.Schema:
 
 COLUMNS = [f.name for f in dataclasses.fields(RunRecord)]
 _COLUMN_SET = frozenset(COLUMNS)
-_HINTS = typing.get_type_hints(RunRecord)  # once: resolving them per field cost a third of a second at import
-JSON_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord) if _HINTS[f.name] is dict)
+_HINTS = typing.get_type_hints(RunRecord, include_extras=True)  # once: resolving them per field cost a third of a
+# second at import
+# the plain text columns (messages, error text, names): each cut to core.text.MAX_FIELD_CHARS when written
+TEXT_COLUMNS = tuple(n for n in COLUMNS if n not in NESTED and _arrow_type(_HINTS[n]) == pa.string())
+
+
+def legacy_schema() -> pa.Schema:
+    """The schema of a record file before version 7: the nested columns as JSON text."""
+    schema = arrow_schema()
+    for name in NESTED:
+        schema = schema.set(schema.get_field_index(name), pa.field(name, pa.string()))
+    return schema

@@ -16,6 +16,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gapfuzz.results.columns import NESTED, decode_column  # noqa: E402
 from gapfuzz.results.store import RecordStore  # noqa: E402
 from gapfuzz.core.bugs import EXAMPLE_PROBE  # noqa: E402
 
@@ -26,7 +27,10 @@ KEY = ["variant_id", "backend", "probe"]
 
 
 def load(run_dir: str) -> pd.DataFrame:
-    df = RecordStore(run_dir).read().to_pandas()
+    table = RecordStore(run_dir).read()  # nested columns as values, from a folder of either format
+    df = table.drop_columns(list(NESTED)).to_pandas()
+    for column in NESTED:
+        df[column] = pd.Series(decode_column(column, table.column(column)), index=df.index, dtype=object)
     df["probe"] = df["probe"].fillna(EXAMPLE_PROBE)  # records of schema 1 have the example only
     if df.duplicated(KEY).any():
         raise SystemExit(f"{run_dir}: {int(df.duplicated(KEY).sum())} duplicate (variant, backend, probe) rows")
@@ -37,7 +41,9 @@ def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
         return True
     try:
-        return bool(a == b) if not hasattr(a, "__len__") or isinstance(a, str) else list(a) == list(b)
+        if isinstance(a, (str, dict)) or isinstance(b, (str, dict)) or not hasattr(a, "__len__"):
+            return bool(a == b)  # a nested column's value compares whole (a mapping, or its lists inside)
+        return list(a) == list(b)
     except (TypeError, ValueError):
         return False
 

@@ -22,7 +22,7 @@ def test_write_then_read_with_pandas(tmp_path):
     assert len(df) == 3 and set(df["backend"]) == {"eager@cpu", "inductor@cpu"}
     assert list(df.columns) == COLUMNS
     assert store.done_keys() == {("a#0", "eager@cpu"), ("a#0", "inductor@cpu"), ("a#1", "eager@cpu")}
-    assert arrow_schema().metadata[b"gapfuzz_schema_version"] == b"6"
+    assert arrow_schema().metadata[b"gapfuzz_schema_version"] == b"7"
 
 
 def test_unfinished_temporary_files_are_not_records(tmp_path):

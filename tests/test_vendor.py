@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gapfuzz.analysis.api import load_run
-from gapfuzz.analysis.vendor import _cell, _fenced, digest
+from gapfuzz.analysis.vendor import _cell, digest
+from gapfuzz.core.text import fenced
 
 CONVERT = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\nFrontEnd API "
            "failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n-- No conversion rule found for "
@@ -171,7 +172,7 @@ def test_a_stack_with_its_device_and_an_older_folder(tmp_path, folder):
 
 def test_cells_and_fences():
     assert _cell("a|b\nc") == "a\\|b c"
-    assert _fenced("x ``` y").startswith("````\n") and _fenced("plain", "py").startswith("```py\n")
+    assert fenced("x ``` y").startswith("````\n") and fenced("plain", "py").startswith("```py\n")
 
 
 def test_the_cli_refuses_a_stack_that_did_not_run_in_one_line_and_writes_nothing(folder):

@@ -1,14 +1,21 @@
 """The commands that read a run folder: ``triage``, ``report`` (and its vendor digest) and ``diff``.
 
 They import neither torch nor Ray (``analysis`` needs neither), so a notebook's environment or a laptop
-reads a run folder in about a second; ``tests/test_triage.py`` checks it.
+reads a run folder in about a second; ``tests/test_triage.py`` checks it. What they print is a run folder's
+data, so it goes through ``show``: a record's terminal escapes are printed as text, never obeyed.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from gapfuzz.core.ids import BackendName
+from gapfuzz.core.text import printable
 from gapfuzz.fuzzer.cli.parser import UserError
+
+
+def show(text: str) -> None:
+    """Print what a run folder holds, its control characters as visible escapes (``core.text.printable``)."""
+    print(printable(str(text)))
 
 
 def open_run(run_dir: str, args=None):
@@ -26,9 +33,9 @@ def cmd_triage(args) -> int:
 
     run = open_run(args.run_dir, args)
     if args.why:
-        print(run.why(args.why))
+        show(run.why(args.why))
         return 0
-    print(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
+    show(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
                           benign_shown=args.benign, models=run.catalog_models()))
     return 0
 
@@ -49,7 +56,7 @@ def cmd_report(args) -> int:
         path = write_report(run, args.out)
     except OSError as e:
         raise UserError(f"{args.out or args.run_dir}: cannot write the report: {e.strerror or e}") from None
-    print(path)
+    show(path)
     return 0
 
 
@@ -76,7 +83,7 @@ def cmd_diff(args) -> int:
     from gapfuzz.analysis.triage import diff, render_diff
 
     before, after = open_run(args.run_a, args), open_run(args.run_b, args)
-    print(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
+    show(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
     return 0
 
 
@@ -94,8 +101,8 @@ def _vendor_digest(run, args) -> int:
         found = digest(run, args.vendor, out)
     except OSError as e:
         raise UserError(f"{out}: cannot write the digest: {e.strerror or e}") from None
-    print(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
+    show(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
                        [[b.name + (" (explained)" if b.explained else ""), ", ".join(b.ops), len(b.clusters), b.runs,
                          b.reproducers] for b in found]))
-    print(f"digest: {out}/README.md")
+    show(f"digest: {out}/README.md")
     return 0

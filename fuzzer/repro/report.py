@@ -5,9 +5,10 @@ import functools
 import json
 import os
 import platform
-import re
 
 from gapfuzz.core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Symptom, Verdict
+from gapfuzz.results.columns import recipe_of, text
+from gapfuzz.core.text import code_span, fenced, printable
 from gapfuzz.workers.judge.culprit import in_words
 from gapfuzz.workers.run.registry import BackendSpec
 
@@ -29,15 +30,10 @@ def environment() -> str:
             f"CPU: {cpu} ({os.cpu_count()} threads); GPU: {gpu}")
 
 
-def fence(text: str) -> str:
-    """A code fence longer than any run of backticks in ``text``, so the text cannot close it."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def block(text: str, lang: str = "") -> list[str]:
-    f = fence(text)
-    return [f + lang, text.rstrip(), f]
+    """``text`` as a code block's lines, fenced so that nothing in it ends the block (``core.text.fenced``), its
+    control characters shown as escapes (``cat report.md`` on a terminal obeys none of a record's)."""
+    return [fenced(printable(text), lang)]
 
 
 def expected_text(record: dict) -> str:
@@ -71,8 +67,9 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
                                            "oracle) is the one apart: a PyTorch behaviour to report to PyTorch"
                 }.get(record.get("verdict"), "diverges from PyTorch eager beyond what float64 explains")
         if record.get("symptom") == Symptom.MISSING_ERROR:
-            kind = (f"returns a result where PyTorch eager checks the input and raises "
-                    f"({(record.get('message') or 'an error').splitlines()[0][:200]}): the check is dropped")
+            raised = ((record.get("message") or "an error").splitlines() or ["an error"])[0][:200]
+            kind = f"returns a result where PyTorch eager checks the input and raises ({code_span(raised)}): " \
+                   f"the check is dropped"
     verdict = {ReproStatus.REPRODUCIBLE: f"reproduced in {result.failures} of {result.tries} fresh runs",
                ReproStatus.FLAKY: f"FLAKY: reproduced in only {result.failures} of {result.tries} fresh runs",
                ReproStatus.NOT_REPRODUCED: f"NOT reproduced in {result.tries} fresh runs"}[result.status]
@@ -82,8 +79,8 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
     lines = [
         f"# {title}", "",
         "## Summary", "",
-        f"On `{target.name}` ({cls.__name__} {version}, options `{json.dumps(target.options)}`), this graph of "
-        f"{final.node_count} operator call(s) ({', '.join(f'`{o}`' for o in final.ops)}) {kind}. "
+        f"On {code_span(target.name)} ({cls.__name__} {version}, options {code_span(json.dumps(target.options))}), "
+        f"this graph of {final.node_count} operator call(s) ({', '.join(code_span(o) for o in final.ops)}) {kind}. "
         f"The reproducer {verdict}.", "",
         *[f"**Note:** {n}" for n in getattr(result, "notes", [])], *([""] if getattr(result, "notes", []) else []),
         *(["## Where in the compiler", "", culprit, ""] if (culprit := in_words(record)) else []),
@@ -98,14 +95,18 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         lines += ["## Error", "", *block((record.get("message") or record.get("cause") or "").strip()[:3000]), ""]
     lines += [
         "## How it was found", "",
-        f"gapfuzz campaign `{record.get('campaign')}`, seed `{record['seed_id']}`, variant `{record['variant_id']}` "
-        f"(mutations: {[m[0] for m in json.loads(record['recipe']).get('mutations', [])] or 'none'}), input probe "
-        f"`{record.get('probe') or EXAMPLE_PROBE}` (`{record.get('probe_recipe') or '{}'}`). Minimised from "
+        f"gapfuzz campaign {code_span(record.get('campaign'))}, seed {code_span(record['seed_id'])}, variant "
+        f"{code_span(record['variant_id'])} (mutations: "
+        f"{', '.join(code_span(m[0]) for m in recipe_of(record['recipe']).get('mutations', [])) or 'none'}), input "
+        f"probe "
+        f"{code_span(record.get('probe') or EXAMPLE_PROBE)} "
+        f"({code_span(text('probe_recipe', record.get('probe_recipe')) or '{}')}). "
+        f"Minimised from "
         f"{result.nodes_before} to {result.nodes_after} operator call(s) with {result.predicate_calls} checks; "
         f"{result.mutations_dropped} mutation(s) were not needed.",
     ]
     if cluster:
-        lines[-1] += (f" Cluster `{cluster.get('cluster')}`: {cluster.get('count')} run(s) over "
+        lines[-1] += (f" Cluster {code_span(cluster.get('cluster'))}: {cluster.get('count')} run(s) over "
                       f"{cluster.get('seeds')} seed(s).")
     lines += ["", "## Environment", "", f"{cls.__name__} {version}; " + environment(), ""]
     return "\n".join(lines)
