@@ -45,6 +45,12 @@ CANDIDATES = 24  # candidate rows tried for each row kept
 BUILDS = 4  # greedy builds, the shortest kept
 SMALL = 2000  # interactions up to which every build tries every candidate; a larger space gets one build, few tries
 MAX_COMBINATIONS = 1024  # of the options covered in every combination (``all``): more is a typo, or years of runs
+# An option space's bounds, checked from its sizes alone (nothing enumerated) before any array is built; within
+# them a build takes seconds: values of one option, the array's least length (the two largest factors' product)
+# and the value pairs it must hold
+MAX_VALUES = 32
+MAX_ROWS = 2048
+MAX_PAIRS = 50_000
 
 
 def block_length(levels) -> int:
@@ -61,14 +67,49 @@ def covering_array(levels: tuple[int, ...], together: tuple[int, ...] = (), seed
     n = len(levels)
     if n == 0:
         return ((),)
-    grouped = tuple(sorted(set(together)))
-    factors = ([grouped] if grouped else []) + [(i,) for i in range(n) if i not in grouped]
-    sizes = [prod(levels[o] for o in f) for f in factors]
-    interactions = sizes[0] if len(factors) == 1 else sum(a * b for a, b in combinations(sizes, 2))
+    factors = _factors(levels, together)
+    interactions = _interactions([prod(levels[o] for o in f) for f in factors])
     small = len(factors) > 1 and interactions <= SMALL
     builds = [_build(levels, factors, random.Random(f"{seed}/{k}"), CANDIDATES if small else 2)
               for k in range(BUILDS if small else 1)]
     return min(builds, key=len)
+
+
+def _factors(levels, together) -> list[tuple]:
+    """The array's factors: the options covered together as one (every combination), each other alone."""
+    grouped = tuple(sorted(set(together)))
+    return ([grouped] if grouped else []) + [(i,) for i in range(len(levels)) if i not in grouped]
+
+
+def _interactions(sizes: list[int]) -> int:
+    """What an array of factors of ``sizes`` values must hold: every pair of two factors' values (one
+    factor: its values); counted from the sums, in linear time."""
+    if len(sizes) == 1:
+        return sizes[0]
+    return (sum(sizes) ** 2 - sum(s * s for s in sizes)) // 2
+
+
+def space_problem(space: dict, cover) -> tuple[str, str] | None:
+    """Why the array of ``space`` (option -> its values) under ``cover`` would be too large to build or run:
+    the option at fault (``""``: the space) and one phrase; None when it is within the bounds. From the
+    sizes alone: nothing is enumerated."""
+    for name, values in space.items():
+        if len(values) > MAX_VALUES:
+            return name, f"{len(values)} values, more than {MAX_VALUES} for one option"
+    if cover == DRAW or not space:
+        return None
+    names = sorted(space)
+    levels = [len(space[k]) for k in names]
+    chosen = cover.get(ALL, names) if isinstance(cover, dict) else names if cover == ALL else ()
+    sizes = sorted(prod(levels[o] for o in f) for f in _factors(levels, [names.index(k) for k in chosen]))
+    rows = sizes[-1] * (sizes[-2] if len(sizes) > 1 else 1)
+    if rows > MAX_ROWS:
+        return "", (f"its {'combinations' if len(sizes) == 1 else 'pairs'} need at least {rows} option sets, more "
+                    f"than {MAX_ROWS}; give the options fewer values (or cover fewer in every combination)")
+    if _interactions(sizes) > MAX_PAIRS:
+        return "", (f"{len(names)} options make {_interactions(sizes)} pairs of values to cover, more than "
+                    f"{MAX_PAIRS}; give fewer options or values")
+    return None
 
 
 def _build(levels: tuple, factors: list, rng, tries: int) -> tuple[tuple, ...]:
@@ -89,9 +130,9 @@ def _build(levels: tuple, factors: list, rng, tries: int) -> tuple[tuple, ...]:
         left = block - len(rows) % block  # rows left in this block, this one included
         allowed = [_allowed(f, values[i], used, levels, left) for i, f in enumerate(factors)]
         ok = [set(a) for a in allowed]
-        best, best_gain = None, -1
+        best, best_gain, fits = None, -1, {}
         for _ in range(1 if len(factors) == 1 else tries):
-            choice, gain = _candidate(len(factors), allowed, _start(uncovered, ok, rng), uncovered, rng)
+            choice, gain = _candidate(len(factors), allowed, _start(uncovered, ok, rng, fits), uncovered, rng)
             if gain > best_gain:
                 best, best_gain = choice, gain
         for key, done in uncovered.items():
@@ -115,15 +156,18 @@ def _allowed(factor: tuple, values: list, used: list, levels, left: int) -> list
     return [i for i, v in enumerate(values) if all(x in ok for x, ok in zip(v, fresh))]
 
 
-def _start(uncovered: dict, ok: list, rng) -> tuple | None:
+def _start(uncovered: dict, ok: list, rng, fits: dict) -> tuple | None:
     """An interaction not yet covered that the block allows: a factor pair drawn by how many it has left,
-    then one of its own; None when the block allows none."""
+    then one of its own; None when the block allows none. ``fits`` keeps each pair's allowed interactions
+    for the candidates of one row (the same for all of them)."""
     keys = [k for k in sorted(uncovered) if uncovered[k]]
     while keys:
         key = rng.choices(keys, weights=[len(uncovered[k]) for k in keys])[0]
-        fits = sorted(v for v in uncovered[key] if all(x in ok[f] for f, x in zip(key, v)))
-        if fits:
-            return key, fits[rng.randrange(len(fits))]
+        if key not in fits:
+            fits[key] = sorted(v for v in uncovered[key] if all(x in ok[f] for f, x in zip(key, v)))
+        here = fits[key]
+        if here:
+            return key, here[rng.randrange(len(here))]
         keys.remove(key)
     return None
 

@@ -6,6 +6,10 @@ defaults were filled in (``defaults_of``), or with every field named, so leaving
 The JSON Schema of a class (``schema_of``) follows from the fields' types: ``bool``, ``int``, ``float``,
 ``str``, ``X | None``, a ``StrEnum``, a nested settings class or a list of them; any other field gives
 its schema explicitly.
+
+Every number has a bound: ``bounded`` gives a numeric key without a maximum of its own the general one
+(``MAX_SECONDS`` for a key of seconds, named ``..._s``; else ``MAX_NUMBER``), so no value a file gives
+overflows a timer, a count or a Parquet column further in.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ import typing
 MAX_COUNT = 1_000_000  # seeds sampled or taken from a selection
 MAX_PER_SEED = 10_000  # variants, tries, probes, repeats
 MAX_WORKERS = 4096
+MAX_SECONDS = 7 * 24 * 3600  # a timeout or a budget: a week (a thread's wait overflows past about 292 years)
+MAX_NUMBER = 2**53  # any other number: integers exact as floats (JSON, Parquet, Ray)
 
 NO_DEFAULT = object()  # a key the file must give (or a list the reader checks itself)
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
@@ -109,6 +115,28 @@ def build(cls, given: dict):
             value = tp(value)
         values[f.name] = value
     return cls(**values)
+
+
+def bounded(schema, name: str = ""):
+    """``schema`` (a JSON Schema) with every integer or number that has no maximum given the general one:
+    ``MAX_SECONDS`` for a key named ``..._s``, ``MAX_NUMBER`` for any other; nested schemas alike."""
+    if isinstance(schema, list):
+        return [bounded(s, name) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {k: bounded(v, k) for k, v in value.items()}
+        elif key in ("items", "additionalProperties", "oneOf", "anyOf", "allOf"):
+            out[key] = bounded(value, name)
+        else:
+            out[key] = value
+    types = out.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if types & {"integer", "number"} and "maximum" not in out and "exclusiveMaximum" not in out:
+        out["maximum"] = MAX_SECONDS if name.endswith("_s") else MAX_NUMBER
+    return out
 
 
 def names_of(cls) -> list[str]:

@@ -8,7 +8,9 @@ infinity where a finite number is meant, ``key_problem`` a key that is not a nam
 
 Bounds, so that a hostile file is one line and not a hang or a crash: ``read_file`` reads only a
 regular file of at most ``MAX_BYTES``; nesting deeper than ``MAX_DEPTH`` and aliases that expand
-past ``MAX_NODES`` values ("billion laughs") are refused before anything is built from them.
+past ``MAX_NODES`` values ("billion laughs") are refused before anything is built from them, and so
+is a number written with more than ``MAX_NUMBER_CHARS`` characters (Python refuses to read an integer of
+thousands of digits) or one past the largest float (``1e5000``, which would silently become infinity).
 """
 from __future__ import annotations
 
@@ -16,13 +18,19 @@ import math
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 import yaml
 
 MAX_BYTES = 1_000_000  # a file read here; the largest campaign shipped is a few kB
+# A campaign file a person gives: a run writes it out again, every default filled in (campaign.yaml, about 2x)
+# and every backend spelled out (run.json, up to about 5x), and must read both back (run.json up to 1 MiB)
+CAMPAIGN_MAX_BYTES = 128 * 1024
 MAX_DEPTH = 64  # lists and mappings within each other
 MAX_NODES = 200_000  # values in the document once every alias is expanded
+MAX_NUMBER_CHARS = 100  # a number as written; every setting's bound is far shorter
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 
 
 class YamlError(ValueError):
@@ -80,6 +88,7 @@ def load(data: bytes | str, source: str):
         if node is None:
             return None
         _expanded_size(node, source)
+        _check_numbers(loader, node, source)
         return loader.construct_document(node)
     except RecursionError:
         raise YamlError(f"{source}: nested too deeply to read (at most {MAX_DEPTH} levels)") from None
@@ -121,21 +130,55 @@ def _expanded_size(root, source: str) -> int:
     return size(root)
 
 
-def read_file(path: str | Path, what: str = "file") -> bytes:
+def _check_numbers(loader: StrictLoader, root, source: str) -> None:
+    """Refuses a number too long to read or past the largest float, naming its key (each node once)."""
+    seen: set[int] = set()
+
+    def walk(node, where: str) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag in (_INT, _FLOAT):
+                _check_number(loader, node, f"{source}: {where or 'the document'}")
+        elif isinstance(node, yaml.SequenceNode):
+            for i, child in enumerate(node.value):
+                walk(child, f"{where}[{i}]")
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = str(key.value)[:40] if isinstance(key, yaml.ScalarNode) else "?"
+                walk(key, f"{where or 'the top level'}: the key {name!r}")
+                walk(value, f"{where}.{name}" if where else name)
+
+    walk(root, "")
+
+
+def _check_number(loader: StrictLoader, node, where: str) -> None:
+    text = node.value
+    if len(text) > MAX_NUMBER_CHARS:
+        raise YamlError(f"{where}: a number of {len(text)} characters ({text[:20]}...) at line "
+                        f"{node.start_mark.line + 1}; a number here is at most {MAX_NUMBER_CHARS} characters")
+    written_as = text.lower()  # .inf and .nan: the non-finite numbers as YAML writes them, said by the reader
+    if node.tag == _FLOAT and "inf" not in written_as and "nan" not in written_as and \
+            not math.isfinite(loader.construct_yaml_float(node)):
+        raise YamlError(f"{where}: {text} is past the largest number there is (about {sys.float_info.max:.1e})")
+
+
+def read_file(path: str | Path, what: str = "file", limit: int = MAX_BYTES) -> bytes:
     """The bytes of ``path``: a regular file (not a device, a FIFO or a folder, which are never
-    opened) of at most ``MAX_BYTES``. Raises ``OSError`` when it cannot be read, ``YamlError``
-    (one line naming it) when it is not such a file."""
+    opened) of at most ``limit`` bytes. Raises ``OSError`` when it cannot be read, ``YamlError``
+    (one line naming it, with its size and the limit) when it is not such a file."""
     st = os.stat(path)
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(21, "it is a folder", str(path))
     if not stat.S_ISREG(st.st_mode):
         raise YamlError(f"{path}: cannot read {what}: not a regular file (a device, a FIFO or a socket)")
-    if st.st_size > MAX_BYTES:
-        raise YamlError(f"{path}: {what} of {st.st_size} bytes; at most {MAX_BYTES} bytes are read")
+    if st.st_size > limit:
+        raise YamlError(f"{path}: {what} of {st.st_size} bytes; at most {limit} bytes are read")
     with open(path, "rb") as f:
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise YamlError(f"{path}: {what} of more than {MAX_BYTES} bytes; at most {MAX_BYTES} bytes are read")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise YamlError(f"{path}: {what} of more than {limit} bytes; at most {limit} bytes are read")
     return data
 
 

@@ -5,17 +5,21 @@ resolves the backends and pools once (``fuzzer.config.pools``), starts Ray and t
 fleet``: grown as nodes join, replaced as they go), and hands the campaign's jobs (``fuzzer.
 schedule``: builds on the CPU pool, each variant through its pools) to the one job loop
 (``workers.run.jobs``), which retries a job lost with its node. Records go to the ``RecordSink``,
-flushed as they come and at the end, so a stopped campaign resumes with nothing lost.
+flushed as they come and at the end, so a stopped campaign resumes with nothing lost; a finished
+campaign's are compacted to one file per backend (``results.compact``).
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from gapfuzz.results.folder import Folder
+from gapfuzz.results.compact import compact
+from gapfuzz.results.folder import Folder, ResultsError
 from gapfuzz.results.sink import RecordSink
 from gapfuzz.workers.judge.align import AlignLedger
 from gapfuzz.workers.run.dispatch import Dispatcher
@@ -78,6 +82,7 @@ class Driver:
             raise CampaignError(str(e)) from None
         finally:
             self._finish(wait_s=2.0 if cut_short else 10.0)
+        self._compact()
 
     def _count(self, work: list[SeedWork]) -> None:
         self.progress.total = sum(len(m) for w in work for m in w.missing.values())
@@ -116,6 +121,15 @@ class Driver:
     def _tick(self) -> None:
         self.stats["write_s"], self.stats["lost"] = self.sink.write_s, self.loop.retried
         self.stats.poll(self.fleet.actors())
+
+    def _compact(self) -> None:
+        """The finished campaign's records as one file per backend (``results.compact``); one that cannot be
+        compacted (a full disk) keeps its small files, every row in them."""
+        try:
+            compact(self.sink.store)
+        except (OSError, pa.ArrowException, ResultsError) as e:
+            print(f"warning: records not compacted ({' '.join(str(e).split())[:200]}); they read as they are",
+                  file=sys.stderr)
 
     def _finish(self, wait_s: float) -> None:
         """Write what is pending, then stop the workers, all at once. A worker still inside a run (after

@@ -8,12 +8,13 @@ import json
 from gapfuzz.core.bugs import COMPLETED, LIMITS, Stage, Status
 from gapfuzz.core.ids import BackendName, SeedId
 from gapfuzz.core.failures import signature
-from gapfuzz.core.modes import DEFAULT_MODE, mode_of
+from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.results.catalog import CatalogRow
 from gapfuzz.results.schema import RunRecord
 from gapfuzz.seeds.spec import SeedInfo
 
 from gapfuzz.fuzzer.builds import BuiltVariant, SeedBuild
+from gapfuzz.fuzzer.recipe import Recipe
 
 
 def _seed_columns(seed: SeedInfo | None) -> dict:
@@ -49,8 +50,7 @@ def seed_failure_record(campaign: str, build: SeedBuild, backend: str, device: s
     rec = RunRecord(campaign=campaign, variant_id=failure_id, seed_id=build.seed_id, backend=backend, device=device,
                     mode=str(mode), stack=BackendName.stack_of(backend), **_seed_columns(build.seed))
     dataclasses.replace(f, status=status, message=message).onto(rec, sign=True)
-    rec.recipe = json.dumps({"seed": build.seed_id, "mutations": [], "rng": 0,
-                             **mode_of(mode).entry()})
+    rec.recipe = Recipe(build.seed_id, [], 0, str(mode)).to_json()
     return rec
 
 

@@ -105,6 +105,18 @@ def create_seed(seed_id: str) -> BuiltSeed:
     return check_runs(built, sized.shown)
 
 
+def width_points_of(seed_id: str, widths: list[int]) -> list[int]:
+    """The widths of ``widths`` that ``seed_id`` can be rebuilt at (``SeedSource.width_points``). A source
+    may answer for the whole list at once and refuse it for its largest width (a model that cannot be
+    built that wide): then the smallest is asked alone and, where it is taken, each of the others, so
+    one width too large for a model costs that width and not the whole axis."""
+    source, asked = source_of(seed_id), sorted(set(widths))
+    points = source.width_points(seed_id, asked)
+    if not asked or len(set(points)) == len(asked) or (not points and not source.width_points(seed_id, asked[:1])):
+        return sorted(set(points))
+    return [w for w in asked if w in points or source.width_points(seed_id, [w])]
+
+
 def width_params(seed_id: str) -> int | None:
     """``SeedSource.width_params`` of a seed rebuilt at a width; None for any other seed, or on an
     unknown id (the build says what is wrong)."""

@@ -56,7 +56,7 @@ def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_camp
     assert df.groupby(["variant_id", "backend", "probe"]).size().max() == 1
     assert df.groupby(["variant_id", "backend"])["probe"].nunique().eq(PROBES).all()
     assert set(df["status"]) <= {"ok", "mismatch"}
-    assert (df["schema_version"] == 6).all() and df["graph_hash"].notna().all()
+    assert (df["schema_version"] == 7).all() and df["graph_hash"].notna().all()
     assert "eager-copy@cpu" in proc.stdout and "results:" in proc.stdout
     target = df[df["backend"] == "eager-copy@cpu"]
     assert (target["verdict"] == "agree").all() and (target["max_abs_err"] == 0).all()

@@ -41,10 +41,11 @@ def test_fifty_variants_with_every_fault_lose_no_record(tmp_path, write_campaign
 
     from gapfuzz.fuzzer.generate import replay
     from gapfuzz.fuzzer.recipe import Recipe
+    from gapfuzz.results.columns import text
 
     seen = set()
     for vid, row in faulty.iterrows():
-        fault = fault_of(replay(Recipe.from_json(row["recipe"])).gm)
+        fault = fault_of(replay(Recipe.from_json(text("recipe", row["recipe"]))).gm)  # a struct column's value
         status, cause = EXPECTED[fault]
         assert row["status"] in (status, "ok" if fault == "ok" else status), (vid, fault, row["status"])
         if cause:

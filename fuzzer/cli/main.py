@@ -8,6 +8,7 @@ from dataclasses import astuple
 from pathlib import Path
 
 from gapfuzz.core.ids import BackendName
+from gapfuzz.core.text import printable
 
 from gapfuzz.fuzzer.cli.parser import EXIT_BAD_INPUT, UserError, build_parser
 from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage, open_run
@@ -41,11 +42,13 @@ def cmd_run(args) -> int:
     from gapfuzz.core.bugs import Status, Verdict
 
     from gapfuzz.fuzzer.config.campaign import load_campaign
+    from gapfuzz.fuzzer.config.backends import exec_options_allowed
     from gapfuzz.fuzzer.driver import Driver
     from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
     from gapfuzz.fuzzer.config.plan import select_seeds
 
-    campaign = load_campaign(args.campaign)
+    with exec_options_allowed(args.allow_exec_options):  # options naming a program: only when the user says so
+        campaign = load_campaign(args.campaign)
     seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
     if args.check:
         return _check(campaign, seed_ids)
@@ -132,7 +135,7 @@ def cmd_repro(args) -> int:
         raise UserError("gapfuzz repro: name a cluster id (from gapfuzz triage), or give --all")
     try:
         r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries,
-                              allow_plugins=args.allow_plugins)
+                              allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options)
     except (ResultsError, ReproError) as e:
         raise UserError(str(e)) from None
     if r.status == "not-reproduced" and not r.nodes_after:
@@ -142,7 +145,7 @@ def cmd_repro(args) -> int:
     print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
           f"in {r.seconds:.0f} s; repro.py ({r.form}, {r.lines} lines) failed {r.failures} of {r.tries} fresh runs")
     for note in r.notes:
-        print(f"note: {note}")
+        print(f"note: {printable(note)}")
     print(f"reproducer: {r.folder}/repro.py   report: {r.folder}/report.md")
     return 0 if r.status == "reproducible" else 1
 
@@ -168,7 +171,7 @@ def _repro_all(run, args) -> int:
         print(f"[{i + 1}/{len(todo)}] {cluster}", flush=True)
         try:
             r = reproduce_cluster(args.run_dir, cluster, None, max_calls=args.max_calls, tries=args.tries,
-                                  allow_plugins=args.allow_plugins)
+                                  allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options)
             rows.append([cluster, r.status, r.form, r.lines, f"{r.seconds:.0f}"])
         except (ResultsError, ReproError) as e:
             rows.append([cluster, f"not minimised: {e}"[:100], "", "", ""])
@@ -281,8 +284,18 @@ def _pipe_closed() -> int:
     return EXIT_PIPE_CLOSED
 
 
+class _PrintableFormatter(logging.Formatter):
+    """A warning's text (a file's or a record's) with its control characters shown, never obeyed."""
+
+    def format(self, record) -> str:
+        return printable(super().format(record))
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="gapfuzz: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if type(handler.formatter) is logging.Formatter:
+            handler.setFormatter(_PrintableFormatter(handler.formatter._fmt))
     _tolerant_output()
     try:
         return _main(argv)
@@ -297,7 +310,7 @@ def _main(argv: list[str] | None) -> int:
     except Exception as e:
         if not isinstance(e, _bad_input_errors()):
             raise
-        print(f"gapfuzz: {e}", file=sys.stderr)
+        print(f"gapfuzz: {printable(str(e), newlines=False)}", file=sys.stderr)  # a file's text, shown not obeyed
         return EXIT_BAD_INPUT
 
 

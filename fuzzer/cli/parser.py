@@ -58,6 +58,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress display (live on a terminal, lines in a log)")
     r.add_argument("--check", action="store_true", help="validate the file and print the plan (seeds, variants, "
                    "pairs and runs per backend and mode); run and write nothing")
+    r.add_argument("--allow-exec-options", action="store_true", help="let backend options name a program, a library, "
+                   "a path or compiler flags (e.g. Inductor's cpp.cxx): the campaign file's values then run here")
     r.set_defaults(fn=commands["run"])
 
     sch = sub.add_parser("schema", help="print the JSON Schema of a campaign file (for editors)")
@@ -123,6 +125,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     x.add_argument("--tries", type=positive_int, default=3, help="fresh runs of repro.py before it is declared final")
     x.add_argument("--allow-plugins", action="store_true",
                    help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
+    x.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "
+                   "a library, a path or compiler flags (from the run folder's campaign and records: they run here)")
     x.set_defaults(fn=commands["repro"])
 
     m = sub.add_parser("mutators", help="list mutation operators")

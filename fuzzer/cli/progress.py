@@ -3,12 +3,15 @@ to know how far it is, how fast it goes, when it ends and what it has found so f
 backend. On a terminal that is a rich live display, redrawn in place a few times a second; in a log (CI, a
 file) it is a plain ASCII line every ``every_s`` seconds and at the end, with no escape codes or carriage
 returns to garble it; with ``--quiet`` (``enabled=False``) it is nothing at all. While a CUDA pool runs, the
-GPU's utilisation stands beside the rate: a slow rate beside an idle GPU says the workers are short, not the GPU."""
+GPU's utilisation stands beside the rate: a slow rate beside an idle GPU says the workers are short, not the GPU.
+While pairs run, the oldest of them is named with its stage and age: a campaign that stalls says on what."""
 from __future__ import annotations
 
 import sys
 import time
 from collections import Counter
+
+from gapfuzz.core.text import printable
 
 REFRESH_S = 0.25  # the live display is redrawn at most 4 times a second
 GPU_EVERY_S = 5.0  # the GPU's utilisation is read at most this often (nvidia-smi takes ~50 ms)
@@ -19,6 +22,17 @@ def clock(s: float) -> str:
     s = int(max(0, s))
     h, m = divmod(s // 60, 60)
     return f"{h}:{m:02d}:{s % 60:02d}" if h else f"{m}:{s % 60:02d}"
+
+
+def oldest(running: list[dict]) -> str:
+    """``oldest: timm/test_vit#3 on inductor@cpu, bisecting, 412 s``: of what the workers are doing (each a
+    ``workers.run.budget.PairClock.now``: variant, backend or None while judging them all, stage, age_s),
+    the pair in flight longest; "" when none is."""
+    if not running:
+        return ""
+    d = max(running, key=lambda d: d["age_s"])
+    on = f" on {d['backend']}" if d.get("backend") else ""
+    return f"oldest: {d['variant']}{on}, {d['stage']}, {d['age_s']:.0f} s"
 
 
 class Progress:
@@ -38,6 +52,7 @@ class Progress:
         self._shown = None  # what the last plain line showed
         self.gpu_reader = None  # () -> each GPU's utilisation in percent; set while a CUDA pool runs
         self._gpu: tuple[float, list] = (float("-inf"), [])  # when last read, and what
+        self.running: list[dict] = []  # what the busy workers are doing (``oldest``), set by the job loop
 
     @property
     def done(self) -> int:
@@ -78,13 +93,15 @@ class Progress:
         el, rate, eta = self._numbers()
         ctx = f"{self.context}  " if self.context else ""
         gpu = f", {g}" if (g := self.gpu()) else ""
+        running = f"  {o}" if (o := oldest(self.running)) else ""
         return f"[{clock(el)}] {ctx}{self.unit} {self.done}/{self.total} ({rate:.0f}/min{gpu})  eta {eta}  " \
-               f"{self.counts()}"
+               f"{self.counts()}{running}"
 
     def _safe(self, text: str) -> str:
-        """What the stream's encoding can write (an ascii log gets ``?`` for anything else)."""
+        """What the stream's encoding can write (an ascii log gets ``?`` for anything else), control characters
+        (a backend's or a pair's name from a record, or a plug-in's) shown as escapes, never obeyed."""
         enc = getattr(self.stream, "encoding", None) or "utf-8"
-        return text.encode(enc, "replace").decode(enc)
+        return printable(text, newlines=False).encode(enc, "replace").decode(enc)
 
     def __rich__(self):  # what the live display shows, built anew at each refresh
         from rich.console import Group
@@ -96,7 +113,7 @@ class Progress:
         row.add_row(ProgressBar(max(self.total, self.done) or None, self.done, width=24),
                     f"{self.unit} {self.done}/{self.total}  {rate:.0f}/min  {g + '  ' if (g := self.gpu()) else ''}"
                     f"eta {eta}  [{clock(el)}]")
-        below = "  ".join(p for p in (self.context, self.counts()) if p)
+        below = "  ".join(p for p in (self.context, self.counts(), oldest(self.running)) if p)
         # "fold", never "ellipsis": an ascii terminal cannot write the ellipsis
         return Group(row, Text(self._safe(below), overflow="fold")) if below else row
 

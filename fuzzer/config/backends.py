@@ -3,9 +3,11 @@ each device's runs are judged against, and the checks that need every backend at
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 
-from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS
+from gapfuzz.core.covering import ALL, COVERS, MAX_COMBINATIONS, space_problem
 from gapfuzz.core.modes import Mode, mode_of
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError
@@ -16,9 +18,25 @@ def as_list(v) -> list:
     return [v] if isinstance(v, str) else list(v or [])
 
 
+# whether options that name a program may be given: the command line's --allow-exec-options, for the
+# campaigns loaded inside ``exec_options_allowed`` (a campaign's data is never code unless its user says so)
+EXEC_OPTIONS: ContextVar[bool] = ContextVar("gapfuzz_exec_options", default=False)
+
+
+@contextmanager
+def exec_options_allowed(allowed: bool):
+    """Campaigns loaded inside may give options that name a program, a library, a path or compiler flags."""
+    token = EXEC_OPTIONS.set(bool(allowed))
+    try:
+        yield
+    finally:
+        EXEC_OPTIONS.reset(token)
+
+
 def backend_spec(entry, source: str, where: str) -> BackendSpec:
     """A campaign's backend entry as a checked spec, options included (an unknown option of a
-    built-in stack is a typo)."""
+    built-in stack is a typo; a value of the wrong type, or one that names a program without
+    ``exec_options_allowed``, is refused), its option space bounded before its values are checked."""
     try:
         if isinstance(entry, str):
             spec = parse_backend(entry)
@@ -34,18 +52,22 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
         raise CampaignError(f"{source}: {where}: {e}") from None
     if isinstance(entry, dict) and "mode" in entry:
         spec.modes = tuple(as_list(entry["mode"]))
-    problem = spec.backend_cls().check_options(spec.options)
+    cls, allow_exec = spec.backend_cls(), EXEC_OPTIONS.get()
+    problem = cls.check_options(spec.options, allow_exec)
     if problem:
         raise CampaignError(f"{source}: {where}.options: {problem}")
-    space = entry.get("option_space") if isinstance(entry, dict) else None
-    for key, values in (space or {}).items():
-        for value in values:
-            problem = spec.backend_cls().check_options({**spec.options, key: value})
-            if problem:
-                raise CampaignError(f"{source}: {where}.option_space.{key}: {problem}")
-    spec.option_space = dict(space or {})
+    spec.option_space = dict((entry.get("option_space") if isinstance(entry, dict) else None) or {})
     if isinstance(entry, dict) and "option_cover" in entry:
         spec.option_cover = _option_cover(entry["option_cover"], spec.option_space, f"{source}: {where}.option_cover")
+    too_large = space_problem(spec.option_space, spec.option_cover)  # from its sizes: before a value is read
+    if too_large:
+        key, phrase = too_large
+        raise CampaignError(f"{source}: {where}.option_space{'.' + key if key else ''}: {phrase}")
+    for key, values in spec.option_space.items():
+        for value in (v for v in values if v is not None):  # null: the stack's default, left unset
+            problem = cls.check_options({**spec.options, key: value}, allow_exec)
+            if problem:
+                raise CampaignError(f"{source}: {where}.option_space.{key}: {problem.removeprefix(f'{key}: ')}")
     return spec
 
 
@@ -102,8 +124,16 @@ def device_references(reference: BackendSpec, targets: list[BackendSpec]) -> dic
     return found
 
 
-def check_training(b: BackendSet, modes: tuple, source: str) -> None:
-    """Training runs need a reference (and oracle) that train, and at least one target that does."""
+def check_training(b: BackendSet, modes: tuple, source: str, entries: list | None = None) -> None:
+    """Training runs need a reference (and oracle) that train, and at least one target that does; a target
+    entry (of ``entries``, the campaign's ``backends.targets``) whose own ``mode`` names training must train
+    (the campaign's ``mode`` is each stack's where it can: one that cannot train gets no training run)."""
+    for i, (spec, entry) in enumerate(zip(b.targets, entries or [])):
+        named = as_list(entry.get("mode")) if isinstance(entry, dict) else []
+        backward = [m for m in named if mode_of(m).backward]
+        if backward and not spec.backend_cls().trains:
+            raise CampaignError(f"{source}: backends.targets[{i}].mode: {spec.name} cannot train, so it has no "
+                                f"{backward[0]} runs (stacks that train: gapfuzz backends); give it mode: inference")
     backward = [m for m in modes if mode_of(m).backward]
     if not backward:
         return

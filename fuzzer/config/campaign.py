@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
@@ -20,15 +21,16 @@ import yaml
 from gapfuzz.core.modes import Mode
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.core.setting import build
-from gapfuzz.core.strict_yaml import YamlError, key_problem, load, non_finite, read_file
+from gapfuzz.core.strict_yaml import CAMPAIGN_MAX_BYTES, MAX_BYTES, YamlError, key_problem, load, non_finite, read_file
 from gapfuzz.fuzzer.config.backends import as_list, backend_spec, check_backends, check_training, device_references
 from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
 from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError, CampaignFile, VariantSettings
+from gapfuzz.results.folder import ResultsError
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.workers.judge.compare import DEFAULT_TOLERANCES
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
 from gapfuzz.workers.run.pool import PoolSettings
-from gapfuzz.workers.run.probes import KINDS, ProbeSettings
+from gapfuzz.workers.run.probes import COUNTED, KINDS, ProbeSettings
 from gapfuzz.workers.run.registry import BackendSpec
 
 
@@ -68,6 +70,8 @@ def _schema_error(source: str, err: jsonschema.ValidationError) -> str:
     wanted = _types(err.schema) | {t for c in (err.context or []) for t in _types(c.schema)}
     if isinstance(inst, float) and inst.is_integer() and "integer" in wanted and err.validator in ("type", "oneOf"):
         return f"{source}: {where}: expected a whole number, got {inst!r} (did you mean {int(inst)}?)"
+    if isinstance(inst, float) and not math.isfinite(inst):  # past a maximum: said as non_finite says it
+        return f"{source}: {where}: a finite number is needed here, not NaN or infinity"
     if err.validator == "pattern":
         return f"{source}: {where}: {_short(inst)} cannot name a folder; give {NAME_RULE}"
     if err.validator == "additionalProperties":
@@ -178,15 +182,32 @@ def load_campaign(path: str | Path | None = None, overrides: dict | None = None)
     """Read and check a campaign file (the embedded default when ``path`` is None)."""
     p = Path(path) if path is not None else default_campaign_path()
     source = str(path) if path is not None else "default campaign"
-    return from_dict(_merge(read_campaign_file(p, source), overrides or {}), source, p.stem)
+    campaign = from_dict(_merge(read_campaign_file(p, source, limit=CAMPAIGN_MAX_BYTES), overrides or {}), source,
+                         p.stem)
+    check_written_sizes(campaign)
+    return campaign
 
 
-def read_campaign_file(path: Path, source: str | None = None, data: bytes | None = None) -> dict:
+def check_written_sizes(campaign: Campaign) -> None:
+    """What a run writes of ``campaign`` it reads back: campaign.yaml (every default filled in) and run.json
+    (every backend spelled out) within their readers' limits, said at load before anything is written."""
+    stored = len(campaign.to_yaml().encode())
+    if stored > MAX_BYTES:
+        raise CampaignError(f"{campaign.source}: the campaign.yaml a run stores would be {stored} bytes; at most "
+                            f"{MAX_BYTES} bytes are read back (write fewer values, or fewer aliases)")
+    try:
+        manifest_of(campaign).encoded()
+    except ResultsError as e:
+        raise CampaignError(f"{campaign.source}: {e}") from None
+
+
+def read_campaign_file(path: Path, source: str | None = None, data: bytes | None = None,
+                       limit: int = MAX_BYTES) -> dict:
     """The mapping a campaign file holds (``data``, when already read), read strictly
-    (``core.strict_yaml``); one line on any problem."""
+    (``core.strict_yaml``), of at most ``limit`` bytes; one line on any problem."""
     source = source or str(path)
     try:
-        data = read_file(path, "campaign file") if data is None else data
+        data = read_file(path, "campaign file", limit) if data is None else data
         given = load(data, source)
     except OSError as e:
         raise CampaignError(f"{path}: cannot read campaign file: {e.strerror or e}") from None
@@ -229,6 +250,7 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
         if not fnmatch.filter(KINDS, pattern):
             raise CampaignError(f"{source}: probes.kinds: no probe kind matches {pattern!r}"
                                 f"{did_you_mean(pattern, list(KINDS))}")
+    _check_kinds(config["probes"]["kinds"], source)
     for s in config["seeds"]:
         s["include"], s["exclude"] = as_list(s["include"]), as_list(s["exclude"])
     unknown = sorted(set(config["compare"]["tolerances"]) - set(DEFAULT_TOLERANCES))
@@ -236,6 +258,20 @@ def fill(given: dict, source: str = "campaign", default_name: str = "campaign") 
         raise CampaignError(f"{source}: compare.tolerances: unknown dtype {unknown[0]!r}"
                             f"{did_you_mean(unknown[0], list(DEFAULT_TOLERANCES))}")
     return config
+
+
+def _check_kinds(kinds: list[str], source: str) -> None:
+    """Probe kinds that judge every graph: the example, or a value kind beside which it is kept where none
+    applies (``workers.run.probes.choose``); relations, layouts, edges and resizes alone apply to some graphs
+    only, and a graph none applies to would be run by no probe and judged by nothing."""
+    if not kinds:
+        raise CampaignError(f"{source}: probes.kinds: [] names no probe kind, so no target would be judged; name "
+                            f"'example' (the capture's own inputs) and any of {', '.join(KINDS[1:])}")
+    named = [k for k in KINDS if any(fnmatch.fnmatchcase(k, p) for p in kinds)]
+    if not set(named) & set(COUNTED):
+        raise CampaignError(f"{source}: probes.kinds: [{', '.join(named)}] judge only the graphs they fit (a graph "
+                            f"they do not fit would be judged by nothing); add 'example' or a value kind "
+                            f"({', '.join(COUNTED[1:])})")
 
 
 def _resolve(config: dict, source: str) -> Campaign:
@@ -263,7 +299,11 @@ def _resolve(config: dict, source: str) -> Campaign:
     for spec in (backends.reference, backends.oracle):
         if spec is not None:
             spec.modes = modes
-    check_training(backends, modes, source)
+    for where in ("reference", "oracle"):
+        if isinstance(b[where], dict) and "mode" in b[where]:
+            raise CampaignError(f"{source}: backends.{where}.mode: the {where} runs in every mode a target runs in; "
+                                f"give 'mode' on the targets")
+    check_training(backends, modes, source, b["targets"])
     check_backends(backends, source)
     try:
         mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])

@@ -1,6 +1,7 @@
 """Which seeds and variants a campaign covers, and which of them are still to run."""
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 
@@ -9,13 +10,15 @@ from gapfuzz.results.store import ResultsError
 from gapfuzz.core.bugs import Status
 from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.seeds import list_seeds
-from gapfuzz.seeds.registry import source_of
+from gapfuzz.seeds.registry import source_of, width_params, width_points_of
 from gapfuzz.core.ids import SeedId
-from gapfuzz.seeds.sizes import choose, choose_along, width_order
+from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS, choose, choose_along, width_order
 
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
 from gapfuzz.fuzzer.recipe import variant_id
 
+log = logging.getLogger("gapfuzz.fuzzer")
+MAX_COUNTED = 100  # width seeds counted on the meta device while planning (a tenth of a second to seconds each)
 SEED_FAILURE = "seed"  # variant index used for the one record of a seed that failed before mutation
 
 
@@ -67,26 +70,102 @@ def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
     """Each seed followed by the seeds it is rebuilt at (``seeds.sizes``): ``sizes.per_seed`` of the sizes
     its source can rebuild it at (one from each band, drawn with the campaign seed), as many along the
     dimension its operator works along (``choose_along``: the largest size among them), and
-    ``sizes.widths`` widths, handed out in ``width_order`` over the campaign's seeds of each source."""
+    ``sizes.widths`` widths, handed out in ``width_order`` over the campaign's seeds of each source.
+    Sizes and widths a seed cannot take are said (``_SizeNotes``, logged as a warning), never an error:
+    every seed still runs at its own size."""
     out: list[str] = []
     order, handed = width_order(c.sizes.width_values), {}  # widths handed out so far, per source
+    notes = _SizeNotes(c)
     for sid in seed_ids:
         out.append(sid)
         if SeedId.parse(sid).rebuilt:
             continue
         source = source_of(sid)
+        notes.seeds += 1
         if c.sizes.per_seed:
             points = source.size_points(sid, list(c.sizes.values))
-            out += [str(SeedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
-            points = source.along_points(sid, list(c.sizes.values))
-            out += [str(SeedId(sid, along=n)) for n in choose_along(points, c.sizes.per_seed, f"{c.seed}/{sid}/d")]
-        points = set(source.width_points(sid, list(c.sizes.width_values))) if c.sizes.widths else set()
+            taken = [str(SeedId(sid, n)) for n in choose(points, c.sizes.per_seed, f"{c.seed}/{sid}")]
+            along = source.along_points(sid, list(c.sizes.values))
+            taken += [str(SeedId(sid, along=n)) for n in choose_along(along, c.sizes.per_seed, f"{c.seed}/{sid}/d")]
+            notes.sizes(sid, points, along)
+            out += taken
+        points = set(width_points_of(sid, list(c.sizes.width_values))) if c.sizes.widths else set()
+        if c.sizes.widths:
+            notes.widths(sid, points)
         if points:
             start = handed.get(source.name, 0)
             taken = [k for k in range(start, start + len(order)) if order[k % len(order)] in points][: c.sizes.widths]
             handed[source.name] = taken[-1] + 1
-            out += [str(SeedId(sid, width=order[k % len(order)])) for k in taken]
+            wide = [str(SeedId(sid, width=order[k % len(order)])) for k in taken]
+            notes.past_cap(wide)
+            out += wide
+    for line in notes.lines():
+        log.warning("note: %s", line)
     return out
+
+
+def _few(names: list[str], n: int = 3) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' * (n != 1)}"
+
+
+class _SizeNotes:
+    """What a campaign's size and width axes asked for and some seed cannot take, one line per kind."""
+
+    def __init__(self, c: Campaign):
+        self.c, self.seeds = c, 0
+        self.no_size, self.own_sizes, self.no_width, self.some_widths = [], [], [], {}
+        self.over_cap: dict[str, int] = {}  # a width seed past capture.max_params -> its parameters
+        self.counted = 0
+
+    def sizes(self, sid: str, points: list[int], along: list[int]) -> None:
+        if not points and not along:
+            self.no_size.append(sid)
+        elif tuple(self.c.sizes.values) != DIMENSION_SIZES and not set(points) <= set(self.c.sizes.values):
+            self.own_sizes.append(sid)
+
+    def widths(self, sid: str, points: set[int]) -> None:
+        refused = [w for w in self.c.sizes.width_values if w not in points]
+        if not points:
+            self.no_width.append(sid)
+        elif refused:
+            self.some_widths[sid] = refused
+
+    def past_cap(self, wide: list[str]) -> None:
+        """Width seeds past every built-in width (``WIDTHS``) counted on the meta device, at most
+        ``MAX_COUNTED`` in a campaign: one past the parameter cap would be recorded as skipped, so it is said."""
+        cap = self.c.capture.max_params
+        for wsid in wide:
+            if cap is None or SeedId.parse(wsid).width <= max(WIDTHS) or self.counted >= MAX_COUNTED:
+                continue
+            self.counted += 1
+            params = width_params(wsid)
+            if params is not None and params > cap:
+                self.over_cap[wsid] = params
+
+    def lines(self) -> list[str]:
+        out, n = [], self.seeds
+        if self.no_size:
+            out.append(f"sizes.per_seed: {len(self.no_size)} of {_seeds(n)} take no other size ({_few(self.no_size)}): "
+                       f"their source cannot rebuild them at one; they run at their own size")
+        if self.own_sizes:
+            out.append(f"sizes.values: {_seeds(len(self.own_sizes))} rebuilt at their source's own sizes (image "
+                       f"sides, sequence lengths), not at sizes.values ({_few(self.own_sizes)})")
+        if self.no_width:
+            out.append(f"sizes.widths: {len(self.no_width)} of {_seeds(n)} take none of the widths "
+                       f"{list(self.c.sizes.width_values)} ({_few(self.no_width)}); they run at their own width")
+        if self.some_widths:
+            shown = [f"{s}: not {', '.join(map(str, w))}" for s, w in self.some_widths.items()]
+            out.append(f"sizes.width_values: {_seeds(len(shown))} cannot be rebuilt at some of these widths "
+                       f"({_few(shown, 2)}); they take the others")
+        if self.over_cap:
+            shown = [f"{s}: {n:.2g} parameters" for s, n in self.over_cap.items()]
+            out.append(f"sizes.width_values: {_seeds(len(shown))} at a width past capture.max_params "
+                       f"{self.c.capture.max_params} ({_few(shown, 2)}); they are recorded as skipped")
+        return out
 
 
 def variant_count(c: Campaign, seed_id: str) -> int:

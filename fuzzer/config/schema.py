@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from gapfuzz.core.setting import defaults_of, schema_of
+from gapfuzz.core.setting import bounded, defaults_of, schema_of
 
 from gapfuzz.fuzzer.config.settings import NAME_MAX, NAME_PATTERN, NAME_RULE, CampaignFile, PoolSection, SeedSelection
 
 __all__ = ["DEFAULTS", "NAME_MAX", "NAME_PATTERN", "NAME_RULE", "OPERATIONAL_KEYS", "POOL_DEFAULTS", "SCHEMA",
            "SELECTION_DEFAULTS", "json_schema"]
 
-SCHEMA = schema_of(CampaignFile)
+SCHEMA = bounded(schema_of(CampaignFile))  # every number with a maximum (core.setting)
 DEFAULTS = defaults_of(CampaignFile)
 POOL_DEFAULTS = defaults_of(PoolSection)
 SELECTION_DEFAULTS = defaults_of(SeedSelection)
@@ -25,6 +25,6 @@ def json_schema() -> dict:
     """The schema as a document an editor reads (a YAML language server's ``# yaml-language-server:
     $schema=...``): the draft it follows, a title, each key's description and default, and patterns in
     the ECMA-262 syntax JSON Schema uses (``$`` for Python's ``\\Z``: a JavaScript ``$`` ends the text)."""
-    text = json.dumps(schema_of(CampaignFile, documented=True)).replace('\\\\Z"', '$"')
+    text = json.dumps(bounded(schema_of(CampaignFile, documented=True))).replace('\\\\Z"', '$"')
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "gapfuzz campaign",
             "description": "A gapfuzz campaign file (gapfuzz run FILE --check validates one)", **json.loads(text)}

@@ -11,7 +11,7 @@ from functools import cached_property
 
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, StrEnum
 from gapfuzz.core.modes import DEFAULT_MODE, MODE_NAMES
-from gapfuzz.core.setting import MAX_COUNT, MAX_PER_SEED, MAX_WORKERS, schema_of, setting
+from gapfuzz.core.setting import MAX_COUNT, MAX_PER_SEED, MAX_SECONDS, MAX_WORKERS, schema_of, setting
 from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS
 from gapfuzz.workers.judge.compare import Tolerances
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun
@@ -24,12 +24,16 @@ NAME_MAX = 100
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,%d}\Z" % (NAME_MAX - 1)
 NAME_RULE = f"letters, digits and . _ + -, not starting with . _ + -, at most {NAME_MAX} characters"
 POOL_DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
+MAX_PARAMS = 10**12  # a parameter cap past any model a worker could hold
+MAX_MEMORY_GB = 1 << 20  # a worker's memory: a pebibyte
+MAX_SEED = 2**63 - 1  # the campaign seed: an int64
+MAX_TOLERANCE = 1e30  # a tolerance, a multiplier or a distance in units of tolerance
 
 # Schema pieces several keys share. Enums and defaults hold plain values: the resolved campaign is written as YAML.
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
 _POS_INT = {"minimum": 1, "maximum": MAX_PER_SEED}  # constraints of an int setting
-_NONNEG_NUM = {"type": "number", "minimum": 0}
+_NONNEG_NUM = {"type": "number", "minimum": 0, "maximum": MAX_TOLERANCE}
 _MODE_NAMES = list(MODE_NAMES)
 _MODES = {"oneOf": [{"enum": _MODE_NAMES},
                     {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": _MODE_NAMES}}]}
@@ -38,7 +42,7 @@ _BACKEND = {"oneOf": [
     {"type": "object", "additionalProperties": False,
      "properties": {"backend": {"type": "string"}, "class": {"type": "string"}, "device": {"type": "string"},
                     "label": {"type": "string", "pattern": NAME_PATTERN}, "options": {"type": "object"},
-                    "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "mode": _MODES,
+                    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SECONDS}, "mode": _MODES,
                     "option_space": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}},
                     # pairs, all, draw or {all: [options]}: names checked in fuzzer.config.campaign (did you mean)
                     "option_cover": {"type": ["string", "object"]}}},
@@ -76,8 +80,8 @@ class SeedSelection:
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    max_params: int | None = setting(100_000_000, minimum=1)
-    timeout_s: float = setting(600, exclusiveMinimum=0)
+    max_params: int | None = setting(100_000_000, minimum=1, maximum=MAX_PARAMS)
+    timeout_s: float = setting(600, exclusiveMinimum=0, maximum=MAX_SECONDS)
     cache: bool = setting(True)
 
 
@@ -141,10 +145,10 @@ class PoolSection:
 
     workers: int | str = setting(1, schema={"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_WORKERS},
                                                       {"const": "auto"}]})
-    cpus_per_worker: float = setting(1, minimum=0)
+    cpus_per_worker: float = setting(1, minimum=0, maximum=MAX_WORKERS)
     threads: int = setting(1, minimum=1, maximum=MAX_WORKERS)
     gpus_per_worker: float = setting(1, exclusiveMinimum=0, maximum=1)
-    memory_gb: float | None = setting(None, exclusiveMinimum=0)
+    memory_gb: float | None = setting(None, exclusiveMinimum=0, maximum=MAX_MEMORY_GB)
     env: dict = setting({}, schema={"type": "object", "additionalProperties": {"type": "string"}})
 
 
@@ -179,8 +183,8 @@ class CompareSettings(JudgeCompare):
         "type": "object", "additionalProperties": {"type": "array", "items": _NONNEG_NUM, "minItems": 2,
                                                    "maxItems": 2}})
     sweep: list[float] = setting([1e-6, 1e-5, 1e-4, 1e-3, 1e-2], schema={"type": "array", "items": _NONNEG_NUM})
-    multiplier: float = setting(3.0, exclusiveMinimum=0)
-    far: float = setting(1000.0, exclusiveMinimum=0)
+    multiplier: float = setting(3.0, exclusiveMinimum=0, maximum=MAX_TOLERANCE)
+    far: float = setting(1000.0, exclusiveMinimum=0, maximum=MAX_TOLERANCE)
     dtype_bound_ops: list[str] = setting([], schema={
         "type": "array", "items": {"type": "string", "pattern": "^aten\\.[A-Za-z0-9_.]+$"}, "maxItems": 1000})
     align_scope: AlignScope = setting(AlignScope.SEED.value)
@@ -207,7 +211,7 @@ class CampaignFile:
 
     name: str = setting("campaign", "the run folder's name (default: the file's)", pattern=NAME_PATTERN)
     description: str = setting("")
-    seed: int = setting(0, "the seed of every random choice", minimum=0)
+    seed: int = setting(0, "the seed of every random choice", minimum=0, maximum=MAX_SEED)
     mode: list = setting(DEFAULT_MODE, "the modes the targets run in", schema=_MODES)
     train_layers: bool = setting(False, "training variants: dropout and batch norm as in training")
     output: str = setting("runs", "the folder the run folder goes in")

@@ -25,11 +25,14 @@ from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproSt
                        bug_key)
 from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
+from gapfuzz.results.columns import backend_options_of, text
 from gapfuzz.seeds.capture import CaptureError
 from gapfuzz.workers.run.messages import JudgeSettings
+from gapfuzz.workers.run.probe_check import checked_recipe, name_problem
 from gapfuzz.workers.run.probes import Probe, probed
 from gapfuzz.workers.run.registry import BackendSpec
 
+from gapfuzz.fuzzer.config.backends import exec_options_allowed
 from gapfuzz.fuzzer.config.campaign import from_dict, plugin_classes, read_campaign_file
 from gapfuzz.fuzzer.generate import replay
 from gapfuzz.fuzzer.recipe import Recipe
@@ -131,7 +134,7 @@ def reproduced_by(record: dict, key) -> tuple:
     return (1,)
 
 
-def _campaign(run_dir: Path, allow_plugins: bool):
+def _campaign(run_dir: Path, allow_plugins: bool, allow_exec_options: bool = False):
     """The run folder's campaign. A plug-in class it names is imported only when the user allows it:
     a run folder from someone else is data."""
     path = run_dir / "campaign.yaml"
@@ -140,13 +143,8 @@ def _campaign(run_dir: Path, allow_plugins: bool):
     if classes and not allow_plugins:
         raise ReproError(f"{path}: names the plug-in backend class {classes[0]!r}; gapfuzz imports a run "
                          f"folder's plug-ins only with --allow-plugins")
-    return from_dict(given, str(path))
-
-
-def _mapping(value) -> dict:
-    if not isinstance(value, dict):
-        raise ValueError(f"a JSON object is expected, not {type(value).__name__}")
-    return value
+    with exec_options_allowed(allow_exec_options):  # its options that name a program: only when allowed too
+        return from_dict(given, str(path))
 
 
 def _field(record: dict, key: str, parse):
@@ -170,7 +168,8 @@ def candidate_settings(c, reference: BackendSpec, target: BackendSpec) -> JudgeS
 
 
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
-              tries: int = 3, allow_plugins: bool = False, progress=None) -> ReproResult:
+              tries: int = 3, allow_plugins: bool = False, progress=None,
+              allow_exec_options: bool = False) -> ReproResult:
     """Minimise ``record``'s variant to the smallest graph that shows its bug key, write the reproducer
     and report into ``out_dir``; ``progress(line)`` hears each step (default: standard error)."""
     t0 = time.perf_counter()
@@ -182,20 +181,27 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     if record.get("verdict") == Verdict.AMPLIFIED:
         raise ReproError(f"{record['variant_id']} on {record['backend']} is amplified rounding (a discontinuous op "
                          f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
-    c = _campaign(run_dir, allow_plugins)
+    c = _campaign(run_dir, allow_plugins, allow_exec_options)
     target = next((s for s in c.backends.all() if s.name == record["backend"]), None)
     if target is None:
         raise ReproError(f"{record['variant_id']}: its backend {record['backend']!r} is not one of the campaign's "
                          f"in {run_dir / 'campaign.yaml'}")
-    recorded = record.get("backend_options")
+    recorded = _field(record, "backend_options", backend_options_of)  # a mapping, or an old folder's JSON text
     if recorded or target.option_space:  # the options the run had (given, or drawn from a space), replayed exactly
-        target = dataclasses.replace(target, options=_field(record, "backend_options", lambda t: _mapping(
-            json.loads(t or "{}"))), option_space={})
-    recipe = _field(record, "recipe", Recipe.from_json)
+        target = dataclasses.replace(target, options=recorded, option_space={})
+    problem = target.backend_cls().check_options(target.options, allow_exec_options)  # a record's are data too
+    if problem:
+        raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's backend_options: "
+                         f"{problem}")
+    recipe = _field(record, "recipe", lambda v: Recipe.from_json(text("recipe", v)))
     if record.get("mode") and record["mode"] != recipe.mode:
         raise ReproError(f"{record['variant_id']}: the record ran in {record['mode']} mode, its recipe says "
                          f"{recipe.mode}")
-    probe = _field(record, "probe_recipe", Probe.from_recipe)  # the input set the bug showed on: it stays
+    # the input set the bug showed on: it stays
+    probe = _field(record, "probe_recipe", lambda v: checked_recipe(text("probe_recipe", v)))
+    named = name_problem(record["probe"]) if isinstance(record.get("probe"), str) else None
+    if named:  # the probe column a person reads (special:banana): a value no probe of gapfuzz has
+        raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's {named}")
     try:
         variant = replay(recipe, c.capture.max_params)
     except CaptureError as e:  # a seed id that is not one, or a seed that no longer builds or captures here
@@ -385,7 +391,7 @@ def _title(record: dict, backend: str, v) -> str:
 
 
 def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3,
-                      allow_plugins: bool = False, progress=None) -> ReproResult:
+                      allow_plugins: bool = False, progress=None, allow_exec_options: bool = False) -> ReproResult:
     """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
     from gapfuzz.analysis.api import load_run
 
@@ -402,7 +408,7 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
                          f"(triage and report read it where it is)")
     out = Path(out_dir) if out_dir else run.path / "repros" / row["cluster"]
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
-                     allow_plugins=allow_plugins, progress=progress)
+                     allow_plugins=allow_plugins, progress=progress, allow_exec_options=allow_exec_options)
 
 
 def _missing(v) -> bool:

@@ -11,7 +11,7 @@ from gapfuzz.core.bugs import Stage
 from gapfuzz.workers.run.backend import Backend, stage
 from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.eager import to_device
-from gapfuzz.workers.backends.inductor import inductor_config_keys
+from gapfuzz.workers.backends.inductor_options import config_type, inductor_config_keys
 
 
 def prepare_aot_inductor(gm, example_inputs, device, options):
@@ -41,3 +41,7 @@ class AotInductor(Backend):
     @classmethod
     def known_options(cls):
         return inductor_config_keys()
+
+    @classmethod
+    def option_type(cls, key: str):
+        return config_type(key)

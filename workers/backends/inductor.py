@@ -10,12 +10,14 @@ from __future__ import annotations
 import ast
 import re
 from contextlib import contextmanager
+from functools import lru_cache
 
 import torch
 
-from gapfuzz.workers.run.backend import Backend
+from gapfuzz.workers.run.backend import Backend, OptionType, one_of, typed
 from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.eager import to_device
+from gapfuzz.workers.backends.inductor_options import config_type, inductor_config_keys
 
 
 def prepare_inductor(gm, example_inputs, device, options):
@@ -88,12 +90,19 @@ class Inductor(Backend):
     def known_options(cls):
         return ["mode", "dynamic", *inductor_config_keys()]
 
+    @classmethod
+    def option_type(cls, key: str) -> OptionType | None:
+        if key == "mode":
+            return compile_modes()
+        return typed(bool, default=False) if key == "dynamic" else config_type(key)
 
-def inductor_config_keys() -> list[str]:
-    """Every Inductor config key (``freezing``, ``cpp.threads``, ...): what ``options`` may set."""
-    import torch._inductor.config as config
 
-    return sorted(config.get_config_copy())
+@lru_cache(maxsize=1)
+def compile_modes() -> OptionType:
+    """torch.compile's modes (``max-autotune``, ...)."""
+    import torch._inductor
+
+    return one_of(*torch._inductor.list_mode_options(), default=None)
 
 
 def prepare_aot_eager(gm, example_inputs, device, options):
@@ -120,3 +129,5 @@ class AotEager(Backend):
     @classmethod
     def known_options(cls):
         return ["dynamic"]
+
+    option_types = {"dynamic": typed(bool, default=False)}

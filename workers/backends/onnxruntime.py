@@ -5,7 +5,7 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from gapfuzz.workers.run.backend import Backend, device_unavailable_reason, stage
+from gapfuzz.workers.run.backend import Backend, counting, device_unavailable_reason, one_of, stage, typed
 from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 
@@ -77,16 +77,20 @@ class OnnxRuntime(Backend):
     unoptimised = (("graph_optimizations", {"graph_optimization_level": "disabled"}),
                    ("exporter_optimizer", {"graph_optimization_level": "disabled", "optimize": False}))
 
-    @classmethod
-    def known_options(cls):
-        return ["opset", "optimize", "graph_optimization_level", "threads"]
+    # what prepare_onnxruntime reads; none names a program (ONNX Runtime's custom-op libraries are not options)
+    option_types = {"opset": typed((int, type(None)), default=None), "optimize": typed(bool, default=True),
+                    "graph_optimization_level": one_of(*_LEVELS, default="all"), "threads": counting(default=1)}
 
     @classmethod
-    def check_options(cls, options):
+    def known_options(cls):
+        return list(cls.option_types)
+
+    @classmethod
+    def check_options(cls, options, allow_exec=False):
         level = options.get("graph_optimization_level", "all")
-        if level not in _LEVELS:
+        if isinstance(level, str) and level not in _LEVELS:
             return f"graph_optimization_level {level!r} is not one of {', '.join(_LEVELS)}"
-        return super().check_options(options)
+        return super().check_options(options, allow_exec)
 
     @classmethod
     def device_unavailable_reason(cls, device):

@@ -11,11 +11,16 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from gapfuzz.workers.run.backend import Backend, stage
+from gapfuzz.workers.run.backend import Backend, OptionType, counting, is_integer, names_a_program, stage
 from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
+THREADS = counting(default=1)
+# a compile property is written as text (compile_config): a scalar; one naming a path or a library
+# (WEIGHTS_PATH, CACHE_DIR) makes the plugin read or write there
+PROPERTY = OptionType("a string, a number or a boolean", lambda v: isinstance(v, (str, bool, float)) or is_integer(v))
+PATH_PROPERTY = OptionType(PROPERTY.allowed, PROPERTY.fits, runs=True)
 
 
 def compile_config(options: dict) -> dict:
@@ -84,6 +89,12 @@ class OpenVino(Backend):
             return ["threads", "SNIPPETS_MODE", *sorted(ov.Core().get_property("CPU", "SUPPORTED_PROPERTIES"))]
         except Exception:  # noqa: BLE001 - not installed here: the workers that run it will say
             return None
+
+    @classmethod
+    def option_type(cls, key: str) -> OptionType:
+        if key == "threads":
+            return THREADS
+        return PATH_PROPERTY if names_a_program(key, "") else PROPERTY
 
     @classmethod
     def device_unavailable_reason(cls, device):

@@ -5,7 +5,7 @@ import torch
 
 from gapfuzz.core.bugs import Stage
 
-from gapfuzz.workers.run.backend import Backend, stage
+from gapfuzz.workers.run.backend import Backend, counting, one_of, stage
 from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.eager import to_device
 
@@ -33,6 +33,9 @@ class TorchTensorRT(Backend):
     any_strides = True  # its runtime makes every input contiguous before an engine reads it: no new engine
     prepare_fn = staticmethod(prepare_tensorrt)
 
+    option_types = {"precision": one_of("float32", "float16", "bfloat16", default="float32"),
+                    "min_block_size": counting(default=1)}
+
     @classmethod
     def known_options(cls):
-        return ["precision", "min_block_size"]
+        return list(cls.option_types)

@@ -6,7 +6,9 @@ run time, of a stack that compiled it through
 ``torch.compile`` (bisected in the sandbox by ``Executor.bisect``) or that names option sets
 without its optimisations (run again with each, here). A case is (seed, stack, bug key), as for
 tier 2: the first run of a case is attributed, the others inherit the culprit (the ledger), so
-bisection costs once per cluster and seed, not once per run, and what it cost is ``bisect_s``.
+bisection costs once per cluster and seed, not once per run, and what it cost is ``bisect_s``. Either way
+it runs within its pair's wall budget (``workers.run.budget``): a pair over it is not attributed, and its
+``bisect_error`` says so.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from gapfuzz.core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_ke
 from gapfuzz.workers.judge.compare import compare
 from gapfuzz.workers.judge.align import ask as _ask
 from gapfuzz.workers.judge.culprit import KERNEL_OR_CONVERSION, OPTIMISER, Culprit
+from gapfuzz.workers.run.budget import BISECTING
 from gapfuzz.workers.run.probes import EXAMPLE, Probe
 from gapfuzz.workers.run.sandbox import Fault
 
@@ -51,6 +54,10 @@ def attribute_findings(job, runs: list, specs: dict, known: dict, reference: str
         case = (o.backend, key.id if key else "")
         if case in done:
             done[case].inherit(o)
+            continue
+        over = job.over_budget(o.backend)  # it ran over attributing an earlier case of this variant
+        if over:
+            o.bisect_error = over
             continue
         ledger_case = f"culprit|{seed_id}|{o.backend}|{case[1]}"
         claimed = _ask(ledger.claim, ledger_case, job.vid, Culprit(job.vid)) if ledger is not None else None
@@ -103,9 +110,9 @@ def _shows(job, spec, o, probe: Probe, ref, options: dict):
     """Whether the stack under ``options`` (over the run's own) still shows the run's finding on its
     probe; a dict of columns when that could not be told (its process died)."""
     quiet = dataclasses.replace(spec, options={**spec.options, **options})
-    reply = job.run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0)
+    reply = job.run_once(quiet, [probe] if probe.kind != EXAMPLE else [], repeats=0, stage=BISECTING)
     if isinstance(reply, Fault):
-        return {"bisect_error": f"{options}: {reply.status} {reply.cause or ''}".strip()}
+        return {"bisect_error": job.over_budget(spec.name) or f"{options}: {reply.status} {reply.cause or ''}".strip()}
     if probe.kind == EXAMPLE:
         status, error_type, outputs = reply.outcome.status, reply.outcome.error_type, reply.outputs
     elif reply.probes:

@@ -7,7 +7,9 @@ eager; the hypotheses tested on eager (``workers.judge.explain``); the location 
 node (tier 2, ``workers.judge.align``). Then, over the whole variant (``VARIANT_CHAIN``), the culprit
 inside a compiler (``workers.judge.attribution``). Each pass says what it applies to and the columns it
 writes (``workers.judge.passes``); the order is the chain's: consensus leaves out what the platform
-explains, and the hypotheses leave out what the consensus blames on eager.
+explains, and the hypotheses leave out what the consensus blames on eager. The passes that run in the
+sandbox (explaining, aligning, bisecting) name their stage of each pair's wall budget (``workers.run.budget``),
+which leaves out the runs of a pair over it.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from gapfuzz.workers.judge.comparisons import DIVERGED, platform_explains, tf32_
 from gapfuzz.workers.judge.consensus import find_consensus
 from gapfuzz.workers.judge.culprit import FIGURES
 from gapfuzz.workers.judge.passes import Pass, PassManager
+from gapfuzz.workers.run.budget import ALIGNING, BISECTING, EXPLAINING
 from gapfuzz.workers.run.training import GRAD
 
 
@@ -48,6 +51,11 @@ class Judging:
     @property
     def mode(self) -> str:
         return self.request.mode
+
+    @property
+    def budget(self):
+        """The pairs' budgets (``workers.run.budget.PairClock``), the job's."""
+        return getattr(self.job, "clock", None)
 
     def on(self, probe, judges) -> Judging:
         """This variant's judging on one probe (``located`` shared)."""
@@ -105,6 +113,8 @@ def locate(c: Judging, runs: list) -> None:
         first = c.located.get((o.backend, o.symptom))
         if first is not None:
             _share_location(o, first)
+        elif c.budget is not None and c.budget.over(o.backend):  # ran over while locating an earlier run
+            o.align_error = c.budget.why(o.backend)
         else:
             case = align_case(c.request.seed_id, bug_key(o.key_fields()), o.output_dtype)
             wrong = wrong_gradients(c.outputs(o), c.reference(o), c.request.output_names, c.settings.compare) \
@@ -166,16 +176,16 @@ PROBE_CHAIN = PassManager([
     Pass("platform", explain_by_platform, owns=EXPLANATION, verdicts=DIVERGED),
     Pass("consensus", consensus, owns=("consensus", "numpy_agrees"), revises=("verdict",),
          verdicts=(Verdict.TARGET_DIVERGENT,), when=lambda c, o: o.explanation is None),
-    Pass("tf32", explain_by_tf32, revises=EXPLANATION,
+    Pass("tf32", explain_by_tf32, revises=EXPLANATION, stage=EXPLAINING,
          when=lambda c, o: o.tf32 and o.status == Status.MISMATCH and o.explanation is None),
-    Pass("explain", explain_on_eager, revises=EXPLANATION, flag="explain", modes=FORWARD_ONLY,
+    Pass("explain", explain_on_eager, revises=EXPLANATION, flag="explain", modes=FORWARD_ONLY, stage=EXPLAINING,
          verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT),
          when=lambda c, o: o.explanation is None and c.request.output_kind != "boxes"),  # boxes: canonical order
     Pass("location", locate, owns=LOCATION, revises=("verdict",), flag="align",  # tier 2
-         verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT)),
+         verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT), stage=ALIGNING, note="align_error"),
 ], given=("status", "stage"))
 
 VARIANT_CHAIN = PassManager([
-    Pass("culprit", attribute, owns=CULPRIT, flag="bisect",
+    Pass("culprit", attribute, owns=CULPRIT, flag="bisect", stage=BISECTING, note="bisect_error",
          when=lambda c, o: o.backend in c.specs and attributable(o, c.specs[o.backend])),
 ], after=PROBE_CHAIN)

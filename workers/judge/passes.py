@@ -5,7 +5,9 @@ says once what it applies to (the verdicts, run modes and settings switch, and a
 a run such as its stack) and which record columns it writes. A new analysis is then one ``Pass`` in a
 list, not a flag tested inline; its columns are checked when the list is made (no two passes own a
 column; a pass revises only a column that an earlier pass, or the run itself, wrote) and when it runs
-(a pass that writes a column it did not declare is a bug, reported as one).
+(a pass that writes a column it did not declare is a bug, reported as one). A pass that runs in the
+sandbox names its ``stage`` of a pair's wall budget (``workers.run.budget``): a run whose pair is over its
+budget is left out of it, and its ``note`` column, if it has one, says so.
 """
 from __future__ import annotations
 
@@ -34,7 +36,10 @@ class Pass:
 
     The precondition: ``flag`` names the settings field that switches it on; ``modes`` the run modes
     (``core.modes.Mode``) it applies to; ``verdicts`` the verdicts of the runs it takes; ``when(context,
-    run)`` any other condition on a run (its stack, a column an earlier pass left empty). None: any."""
+    run)`` any other condition on a run (its stack, a column an earlier pass left empty). None: any.
+
+    ``stage``: the pair's budget stage it runs in (None: it costs no sandbox time); ``note``: one of its
+    columns, where a run left out for its pair's budget says why."""
 
     name: str
     run: Callable
@@ -44,11 +49,15 @@ class Pass:
     modes: frozenset | None = None
     flag: str | None = None
     when: Callable | None = None
+    stage: str | None = None
+    note: str | None = None
 
     def __post_init__(self):
         for field in ("owns", "revises"):
             names = tuple(_column(c, f"pass {self.name!r} {field}") for c in getattr(self, field))
             object.__setattr__(self, field, names)
+        if self.note is not None and self.note not in self.writes:
+            raise ValueError(f"pass {self.name!r} notes in column {self.note!r}, which it neither owns nor revises")
         for field in ("verdicts", "modes"):
             if getattr(self, field) is not None:
                 object.__setattr__(self, field, frozenset(getattr(self, field)))
@@ -94,12 +103,16 @@ class PassManager:
         self.names = tuple(sorted(names))
 
     def run(self, context, runs: list) -> dict[str, float]:
-        """Each enabled pass on the ``runs`` it admits, in order; the seconds each one that ran took."""
+        """Each enabled pass on the ``runs`` it admits, in order; the seconds each one that ran took. A pass
+        with a ``stage`` admits no run whose pair is over its budget (``context.budget``, if it has one)."""
         seconds = {}
+        budget = getattr(context, "budget", None)
         for p in self.passes:
             if not p.enabled(context):
                 continue
             admitted = [o for o in runs if p.admits(context, o)]
+            if budget is not None and p.stage is not None:
+                admitted = _within(p, admitted, budget)
             if not admitted:
                 continue
             before = [dict(o.__dict__) for o in runs]
@@ -108,6 +121,15 @@ class PassManager:
             seconds[p.name] = time.perf_counter() - t0
             _check_writes(p, runs, before)
         return seconds
+
+
+def _within(p: Pass, runs: list, budget) -> list:
+    """The runs whose pair has budget left; each of the others says why it is left out, in ``p.note``."""
+    late = [o for o in runs if budget.over(o.backend)]
+    if p.note is not None:
+        for o in late:
+            setattr(o, p.note, budget.why(o.backend))
+    return [o for o in runs if o not in late]
 
 
 def _check_writes(p: Pass, runs: list, before: list[dict]) -> None:

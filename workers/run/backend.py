@@ -6,16 +6,94 @@ and a reproducer copies it, with what it calls, verbatim (``fuzzer.repro.source_
 never drift apart. A third-party class needs only ``name`` and ``prepare`` (see docs/backends.md);
 ``adapt`` gives it the base's full interface once, when it is registered, so the pool reads
 every backend the same way and never probes for attributes.
+
+Options are data from a campaign file or a record, checked before anything runs: each value against
+its option's type (``OptionType``), and an option that can name a program, a library, a path or compiler
+flags (a compiler's ``cxx``, a hook) is refused unless the command line allows it (``allow_exec``):
+a campaign or run folder from someone else must not run a program here.
 """
 from __future__ import annotations
 
 import importlib
+import re
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from gapfuzz.core.bugs import Stage
 from gapfuzz.core.registry import did_you_mean
 
 DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
+NO_DEFAULT = object()
+INT64 = 2 ** 63  # an integer option past this reaches no compiler: a typo, or a number meant to break one
+# the last word of an option's name that says its value names something run, loaded or written: a program,
+# a library, a path, compiler flags or a hook (checked where a stack declares no type: a plug-in's options)
+EXEC_WORDS = frozenset({"cxx", "cc", "compiler", "flag", "flags", "path", "dir", "cmd", "command", "hook", "hooks",
+                        "callable", "pass", "fn", "func", "library", "lib", "libs", "exe", "executable", "binary",
+                        "program", "script", "plugin", "home", "root", "file", "so"})
+EXEC_ALLOWED_BY = "--allow-exec-options"
+
+
+@dataclass(frozen=True)
+class OptionType:
+    """What one option takes: a value ``fits`` allows (``allowed`` says it in words, after "is not"), its
+    ``default``, and whether a value ``runs``: names a program, a library, a path or compiler flags."""
+
+    allowed: str
+    fits: Callable[[Any], bool]
+    default: Any = NO_DEFAULT
+    runs: bool = False
+
+
+def is_integer(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64
+
+
+def typed(kind, default=NO_DEFAULT, runs: bool = False) -> OptionType:
+    """An option of a Python type (bool, int, float, str; a tuple of them for either): a bool is not a number."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    words = {bool: "a boolean", int: "a 64-bit integer", float: "a number", str: "a string", type(None): "null"}
+
+    def fits(v):
+        return any(is_integer(v) if k is int else isinstance(v, (int, float)) and not isinstance(v, bool)
+                   if k is float else isinstance(v, k) for k in kinds)
+    return OptionType(" or ".join(words.get(k, k.__name__) for k in kinds), fits, default, runs)
+
+
+def one_of(*values, default=NO_DEFAULT) -> OptionType:
+    """An option that takes one of ``values`` (a bool is not 1)."""
+    return OptionType(f"one of {', '.join(map(repr, values))}",
+                      lambda v: any(v == x and type(v) is type(x) for x in values), default)
+
+
+def counting(low: int = 1, high: int = 4096, default=NO_DEFAULT) -> OptionType:
+    """An integer option from ``low`` to ``high`` (threads, a block size)."""
+    return OptionType(f"an integer from {low} to {high}", lambda v: is_integer(v) and low <= v <= high, default)
+
+
+def holds_text(value) -> bool:
+    """Whether a value is or holds a string (what can name a program; a number or a boolean cannot)."""
+    if isinstance(value, str):
+        return True
+    if isinstance(value, dict):
+        return any(holds_text(k) or holds_text(v) for k, v in value.items())
+    return isinstance(value, (list, tuple)) and any(holds_text(v) for v in value)
+
+
+def names_a_program(key: str, value) -> bool:
+    """By its name alone (an option of no declared type): ``cpp.cxx``, ``CACHE_DIR``, ``custom_ops_library``
+    holding a string."""
+    words = [w for w in re.split(r"[._\-]+", key.lower()) if w]
+    return bool(words) and words[-1] in EXEC_WORDS and holds_text(value)
+
+
+def shown(value, limit: int = 80) -> str:
+    """A value as a message shows it: its repr, cut short."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python writes out
+        return f"an integer of {value.bit_length()} bits"
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 @contextmanager
@@ -81,6 +159,8 @@ class Backend:
     # and a finding is attributed to the one pass whose disabling removes it (workers.judge.attribution).
     passes: tuple = ()
     prepare_fn = None  # staticmethod(gm, example_inputs, device, options) -> (callable, info dict)
+    # option -> what it takes (an OptionType, or a Python type); an option not here is checked by its name
+    option_types: dict = {}
     plugin: type | None = None  # the third-party class an adapted backend wraps
 
     def __init__(self, **options):
@@ -112,19 +192,41 @@ class Backend:
         return None
 
     @classmethod
-    def check_options(cls, options: dict) -> str | None:
+    def option_type(cls, key: str) -> OptionType | None:
+        """What option ``key`` takes; None when this stack does not say (checked by its name alone)."""
+        kind = cls.option_types.get(key)
+        return typed(kind) if isinstance(kind, (type, tuple)) else kind
+
+    @classmethod
+    def value_problem(cls, key: str, value, allow_exec: bool = False) -> str | None:
+        """What is wrong with ``value`` for option ``key`` (one phrase, without the key), None when nothing is."""
+        kind = cls.option_type(key)
+        if (kind.runs if kind is not None else names_a_program(key, value)) and not allow_exec:
+            return (f"{shown(value)} would name a program, a library, a path or compiler flags ({cls.name} option); "
+                    f"gapfuzz passes such an option to a stack only with {EXEC_ALLOWED_BY}")
+        if kind is not None and not kind.fits(value):
+            default = "" if kind.default is NO_DEFAULT else f", default {kind.default!r}"
+            return f"{shown(value)} is not {kind.allowed} ({cls.name} option{default})"
+        return None
+
+    @classmethod
+    def check_options(cls, options: dict, allow_exec: bool = False) -> str | None:
         """What is wrong with ``options`` for this stack (one line), None when nothing is; the platform's
-        (``workers.run.platform``: ``tf32``) every stack takes."""
+        (``workers.run.platform``: ``tf32``) every stack takes. ``allow_exec``: options that name a program
+        may be given (the command line's ``--allow-exec-options``)."""
         from gapfuzz.workers.run.platform import backend_options, option_problem
 
         problem = option_problem(options)
         if problem:
             return problem
         known = cls.known_options()
-        for key in backend_options(options) if known is not None else ():
-            if key not in known:
+        for key, value in backend_options(options).items():
+            if known is not None and key not in known:
                 return f"{cls.name} has no option {key!r}" + (did_you_mean(key, known) if known else
                                                              " (it takes none)")
+            problem = cls.value_problem(key, value, allow_exec)
+            if problem:
+                return f"{key}: {problem}"
         return None
 
     @classmethod
@@ -159,6 +261,7 @@ def adapt(cls: type) -> type[Backend]:
         compile_error_modules = tuple(getattr(cls, "compile_error_modules", ()))
         unoptimised = tuple(getattr(cls, "unoptimised", ()))
         passes = tuple(getattr(cls, "passes", ()))
+        option_types = dict(getattr(cls, "option_types", None) or {})
         plugin = cls
 
         def __init__(self, **options):
@@ -176,6 +279,10 @@ def adapt(cls: type) -> type[Backend]:
         @classmethod
         def version(cls_) -> str:
             return str(cls.version()) if hasattr(cls, "version") else "unknown"
+
+        @classmethod
+        def known_options(cls_) -> list[str] | None:
+            return cls.known_options() if hasattr(cls, "known_options") else None
 
         def prepare(self, gm, example_inputs, device):
             try:

@@ -51,6 +51,10 @@ class Dispatcher:
     def __bool__(self) -> bool:
         return bool(self.inflight)
 
+    def busy(self) -> list:
+        """The actors with a call in flight."""
+        return [a for a, n in self.load.items() if n > 0]
+
     def drop(self, actor) -> None:
         """An actor that is gone: no more calls go to it (its calls in flight still end, as lost)."""
         self.load.pop(actor, None)

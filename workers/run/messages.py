@@ -50,6 +50,10 @@ class JudgeRun:
     timeout_s: float = setting(300, "seconds one backend's run may take", exclusiveMinimum=0)
     repeats: int = setting(3, "timed calls of each run after its first", minimum=0, maximum=MAX_PER_SEED)
     retry_faults: bool = setting(True, "a run whose worker died is run again once in a fresh one")
+    pair_budget_s: float | None = setting(
+        None, "wall seconds one (variant, backend) pair may take from its compile to its culprit, past which it is "
+        "recorded over its budget (workers.run.budget); null: its run's timeout_s and a whole bisect_budget_s",
+        exclusiveMinimum=0)
 
 
 @dataclass(frozen=True, kw_only=True)

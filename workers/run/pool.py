@@ -5,6 +5,8 @@ named after the device otherwise), so on a heterogeneous cluster each run lands 
 machine that has the device. How many workers a pool has, as nodes come and go, is the
 ``workers.run.fleet``'s; a CUDA pool of ``workers: auto`` on one machine alone is sized here, from its
 GPUs' free memory and its cores, since runs take milliseconds and a lone worker leaves the GPU idle.
+A worker answers ``doing()`` (the pair it works on, its stage and age: ``workers.run.budget``) in a thread
+of its own while it runs, so the driver's progress line can name the oldest pair in flight.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 import ray
 
+from gapfuzz.workers.run.budget import PairClock
 from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.run.messages import CallReply, PayloadReply, RunRequest
 from gapfuzz.workers.run.runner import run_variant
@@ -30,6 +33,7 @@ from gapfuzz.workers.run.sandbox import Fault, RemoteError, Sandbox
 
 AUTO = "auto"  # pool size: as many workers as the cluster's resources place, growing as nodes join
 CUDA_WORKER_GB = 4.0  # GPU memory a warm CUDA sandbox is taken to need: its context, allocator cache, a compile
+WATCH_GROUP = "watch"  # the actor's concurrency group of ``doing``: answered while a run holds the default one
 
 
 @dataclass
@@ -147,6 +151,7 @@ class PoolWorker:
         self.built: set[str] = set()  # variants the current sandbox process built and keeps
         self.built_in = 0  # the sandbox start those belong to
         self.local_loads = 0
+        self.clock: PairClock | None = None  # the pairs of the variant it runs now
 
     def ready(self) -> str:
         self.sandbox.request(Executor.ping, timeout=120)
@@ -164,12 +169,20 @@ class PoolWorker:
             payload = None if local else fetch()
             self.local_loads += local
         self.built.discard(vid)
+        self.clock = PairClock.of(request)
         try:
             outcomes, home = run_variant(self.sandbox, dataclasses.replace(request, payload=payload), home_outputs,
-                                         self.name, fetch)
+                                         self.name, fetch, self.clock)
         finally:
             self.busy_s += time.perf_counter() - t0
+            self.clock = None
         return outcomes, home
+
+    @ray.method(concurrency_group=WATCH_GROUP)
+    def doing(self) -> dict | None:
+        """The pair this worker works on, its stage and age (``PairClock.now``); None between variants."""
+        clock = self.clock
+        return None if clock is None else {**clock.now(), "worker": self.name}
 
     def call(self, fn, *args, timeout: float | None = None, keep_payloads: bool = False) -> CallReply:
         """``fn(*args)`` in the sandbox. With ``keep_payloads``, a ``PayloadReply``'s payloads go into the
@@ -200,7 +213,7 @@ class PoolWorker:
         self.sandbox.close()
 
 
-RemotePoolWorker = ray.remote(PoolWorker)
+RemotePoolWorker = ray.remote(concurrency_groups={WATCH_GROUP: 1})(PoolWorker)
 
 
 @contextlib.contextmanager

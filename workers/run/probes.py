@@ -97,6 +97,11 @@ _ROUNDS = [
 ]
 _NEEDS = {"special": "value", "random": "value", "ties": "value", "integer": "integer", "bool": "mask",
           "index": "index", "layout": "any", "edge": "value"}
+# the kinds ``per_variant`` counts (the example and the value kinds), and those that come beside them, each on
+# some graphs only (two inputs of one shape, a tensor to lay out, a small graph, a stack compiled for dynamic
+# shapes): a campaign's kinds of these alone would judge no graph they do not apply to
+COUNTED = (EXAMPLE, *dict.fromkeys(kind for round_ in _ROUNDS for kind, _ in round_))
+BESIDE = tuple(k for k in KINDS if k not in COUNTED)
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,7 @@ def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_i
             break
         if kind in allowed and _NEEDS[kind] in have:
             chosen.append(Probe.of(kind, params, (seed + k) % (1 << 31)))
+    counted = len(chosen) > 1
     if "relation" in allowed and related_group(inputs, input_roles):
         base = seed + len(values) + len(LAYOUTS)
         chosen += [Probe.of("relation", {"relation": r}, (base + i) % (1 << 31)) for i, r in enumerate(RELATIONS)]
@@ -208,7 +214,9 @@ def choose(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, variant_i
         base = seed + len(values) + len(LAYOUTS) + len(RELATIONS)
         edges = EDGES + (QUOTIENTS if _divides(gm) and related_group(inputs, input_roles) else ())
         chosen += [Probe.of("edge", {"edge": e}, (base + i) % (1 << 31)) for i, e in enumerate(edges)]
-    return chosen if EXAMPLE in allowed else chosen[1:]
+    # the example stays where the campaign names it, or where none of its counted kinds applies to this graph
+    # (a list of integer corners on a graph of floats): every graph is judged on some input set
+    return chosen if EXAMPLE in allowed or not counted else chosen[1:]
 
 
 def one_layout(inputs: tuple) -> str:

@@ -5,7 +5,9 @@ reproducible crash from a flaky one, the probes (each prepared backend is called
 sets, ``workers.run.probes``: one record per probe), timing, and the sandbox calls the judging chain
 makes (``workers.judge.chain``: the passes that judge, explain, locate and attribute each run once all
 ran). A crash in a batch of probes is pinned on the input that caused it by running the example
-alone, then each probe alone.
+alone, then each probe alone. Every sandbox call made for one backend is charged to its (variant,
+backend) pair, within one wall budget per pair (``workers.run.budget``, which says how a pair over it
+is recorded).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from gapfuzz.workers.judge.consensus import bit_exact, dtype_bound
 from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
 from gapfuzz.workers.judge.verdict import RefusedProbe
+from gapfuzz.workers.run.budget import ALIGNING, BISECTING, EXPLAINING, RUNNING, PairClock
 from gapfuzz.workers.run.messages import Execution, JudgeSettings, RunRequest
 from gapfuzz.workers.run.outcome import new_outcome
 from gapfuzz.workers.run.platform import TF32
@@ -61,12 +64,14 @@ def _probe_outcome(example: RunRecord, run: ProbeRun) -> RunRecord:
 
 class VariantJob:
     """One variant's runs in one sandbox. ``payload`` None: the sandbox built the variant and keeps
-    it; ``fetch()`` gives the payload when it does not (any more, after a crash)."""
+    it; ``fetch()`` gives the payload when it does not (any more, after a crash). ``clock``: the pairs'
+    budgets (``workers.run.budget``), charged by each sandbox call made for one backend."""
 
     def __init__(self, sandbox: Sandbox, variant_id: str, payload: dict | None, settings: JudgeSettings, worker: str,
-                 fetch=None):
+                 fetch=None, clock: PairClock | None = None):
         self.sb, self.vid, self.payload, self.s, self.worker = sandbox, variant_id, payload, settings, worker
         self.fetch = fetch
+        self.clock = clock or PairClock(variant_id, {})
         self.seed_outputs = payload.get("seed_outputs") if payload else None
         self.loaded = False
         self.probes: list[Probe] = [Probe()]  # the variant's, the example first (from the executor's load)
@@ -110,43 +115,64 @@ class VariantJob:
         chosen = self.stack_probes.get(spec.backend_cls().any_strides, self.probes)
         return chosen if takes_resizes(spec.options) else [p for p in chosen if p.kind != RESIZE]
 
-    def run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None) -> Execution | Fault:
-        """``spec`` prepared and run on the example and ``probes`` (``repeats`` timed calls: the settings'
-        by default); a fault means the executor that held the variant is gone."""
-        self._load()
-        reply = self.sb.request(Executor.run, self.vid, spec, self.s.repeats if repeats is None else repeats,
-                                tuple(probes), timeout=spec.timeout_s or self.s.timeout_s)
+    def _charged(self, backend: str, stage: str, method, *args, timeout: float):
+        """``method`` in the sandbox on behalf of ``backend``'s pair, doing ``stage``, within the pair's budget:
+        its reply, or a timeout ``Fault`` whose cause names the budget when that ran out (before or during it)."""
+        with self.clock.spend(backend, stage) as left:
+            if left <= 0:
+                return Fault(Status.TIMEOUT, self.clock.cause(backend), self.clock.why(backend))
+            reply = self.sb.request(method, *args, timeout=min(timeout, left))
         if isinstance(reply, Fault):
-            self.loaded = False
+            self.loaded = self.loaded and self.sb.alive()  # a process killed or dead holds the variant no more
+            if reply.status == Status.TIMEOUT and left < timeout:
+                return dataclasses.replace(reply, cause=self.clock.cause(backend))
         return reply
+
+    def over_budget(self, backend: str) -> str | None:
+        """Why ``backend``'s pair runs nothing more (``over the pair's budget ...``); None while it has time."""
+        return self.clock.why(backend) if self.clock.over(backend) else None
+
+    def run_once(self, spec: BackendSpec, probes: list[Probe], repeats: int | None = None,
+                 stage: str = RUNNING) -> Execution | Fault:
+        """``spec`` prepared and run on the example and ``probes`` (``repeats`` timed calls: the settings'
+        by default), charged to its pair as ``stage``; a fault means the executor that held the variant is gone
+        (or the pair's budget ran out)."""
+        self._load()
+        return self._charged(spec.name, stage, Executor.run, self.vid, spec,
+                             self.s.repeats if repeats is None else repeats, tuple(probes),
+                             timeout=spec.timeout_s or self.s.timeout_s)
 
     def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = (), symptom: str | None = None) -> dict:
         """Tier 2 (location) in the sandbox, on the probe's inputs; a fault or error there leaves the run located
         nowhere, not lost."""
         self._load()
         try:
-            reply = self.sb.request(Executor.align, self.vid, spec, self.s.compare, self._reference_device(spec),
-                                    probe, wrong_grads, symptom, timeout=(spec.timeout_s or self.s.timeout_s) * 24)
+            reply = self._charged(spec.name, ALIGNING, Executor.align, self.vid, spec, self.s.compare,
+                                  self._reference_device(spec), probe, wrong_grads, symptom,
+                                  timeout=(spec.timeout_s or self.s.timeout_s) * 24)
         except RemoteError as e:
             return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
         if isinstance(reply, Fault):
-            self.loaded = False
-            return {"align_error": f"{reply.status} {reply.cause}"}
+            return {"align_error": self.over_budget(spec.name) or f"{reply.status} {reply.cause}"}
         return reply
 
     def bisect(self, spec: BackendSpec, probe: Probe, ref: list | None, failure: str | None) -> dict:
         """PyTorch's CompilerBisector on a run of ``spec`` (``Executor.bisect``: against ``ref``, or for
-        the error ``failure``), in the sandbox; a fault or error there is its ``bisect_error``."""
+        the error ``failure``), in the sandbox; a fault or error there is its ``bisect_error``. It stops unfinished
+        at ``bisect_budget_s`` or when its pair's budget runs out, whichever comes first."""
+        budget = min(self.s.bisect_budget_s, self.clock.left(spec.name))
         try:
             self._load()
-            reply = self.sb.request(Executor.bisect, self.vid, spec, probe, packed_outputs(ref) if ref else [],
-                                    self.s.compare, failure, self.s.bisect_budget_s,
-                                    timeout=self.s.bisect_budget_s + (spec.timeout_s or self.s.timeout_s) * 2)
+            reply = self._charged(spec.name, BISECTING, Executor.bisect, self.vid, spec, probe,
+                                  packed_outputs(ref) if ref else [], self.s.compare, failure, budget,
+                                  timeout=self.s.bisect_budget_s + (spec.timeout_s or self.s.timeout_s) * 2)
         except RemoteError as e:
             return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
         if isinstance(reply, Fault):
-            self.loaded = False
-            return {"bisect_error": f"{reply.status} {reply.cause or ''}".strip()}
+            return {"bisect_error": self.over_budget(spec.name) or f"{reply.status} {reply.cause or ''}".strip()}
+        if budget < self.s.bisect_budget_s and str(reply.get("bisect_error", "")).startswith("over its"):
+            self.clock.exhaust(spec.name, BISECTING)  # it stopped for the pair's budget, not its own
+            reply = {**reply, "bisect_error": self.clock.why(spec.name) + reply["bisect_error"].split("budget", 1)[1]}
         return reply
 
     def _reference_device(self, spec: BackendSpec) -> str:
@@ -163,10 +189,10 @@ class VariantJob:
             strict = dataclasses.replace(spec, options={**spec.options, TF32: False})
             others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
             try:
-                reply = self.run_once(strict, others, repeats=0)
+                reply = self.run_once(strict, others, repeats=0, stage=EXPLAINING)
             except RemoteError:
                 reply = None
-            got = self.strict[spec.name] = {}
+            got = self.strict[spec.name] = {}  # a pair over its budget: none (run_once says so, unrun)
             if isinstance(reply, Execution) and reply.outcome.status == Status.OK:
                 got[EXAMPLE] = reply.outputs
                 got.update({r.probe.name: r.outputs for r in reply.probes if r.status == Status.OK})
@@ -174,19 +200,20 @@ class VariantJob:
 
     def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list) -> None:
         """The hypothesis that explains a divergent run (``workers.judge.explain``), from eager's emulations on
-        the probe, each computed once per probe for all the targets; a fault or error leaves it unexplained."""
+        the probe, each computed once per probe for all the targets (charged to the first pair that asks); a fault
+        or error leaves it unexplained, and so does its pair's budget run out (the next pair asks again)."""
         modes = hypotheses(o.verdict, bool(o.tf32), declared(o.backend_info, spec.options))
         done = self.emulated.setdefault(probe.name, {})
         missing = tuple(m for m in modes if m not in done)
         if missing:
             try:
                 self._load()
-                reply = self.sb.request(Executor.emulate, self.vid, probe, missing, self._reference_device(spec),
-                                        timeout=max(60.0, self.s.timeout_s))
+                reply = self._charged(spec.name, EXPLAINING, Executor.emulate, self.vid, probe, missing,
+                                      self._reference_device(spec), timeout=max(60.0, self.s.timeout_s))
             except RemoteError:
                 reply = None
-            if isinstance(reply, Fault):
-                self.loaded = False  # the executor that held the variant is gone
+            if not isinstance(reply, dict) and self.over_budget(spec.name):
+                return
             done.update(measure(reply, reference, self.s.compare) if isinstance(reply, dict) else
                         dict.fromkeys(missing))
         found = explain(o.symptom, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
@@ -245,8 +272,11 @@ class VariantJob:
 
     def _isolate(self, spec: BackendSpec, fault: Fault, others: list[Probe]) -> list[RunRecord]:
         """The process died: the example alone (the retry that tells a reproducible fault), then each probe
-        alone, so that each record says which input set killed it."""
+        alone, so that each record says which input set killed it; none of it once the pair's budget ran out
+        (the probes not run then are each a timeout)."""
         out = new_outcome(spec, Failure.from_fault(fault, Stage.RUN))
+        if self.over_budget(spec.name):
+            return [out]
         if not others:  # no probes: the retry only tells a reproducible fault from a flaky one
             if self.s.retry_faults:
                 out.reproducible = isinstance(self.run_once(spec, []), Fault)
@@ -257,6 +287,11 @@ class VariantJob:
             return [out]  # the backend dies before any probe could run
         outcomes = self._take(spec, alone)
         for probe in others:
+            if self.over_budget(spec.name):
+                why, cause = self.clock.why(spec.name), self.clock.cause(spec.name)
+                over = Failure(Status.TIMEOUT, Stage.RUN, "timeout", why, cause)
+                outcomes.append(new_outcome(spec, over, probe))
+                continue
             reply = self.run_once(spec, [probe], repeats=0)
             if isinstance(reply, Fault):
                 outcomes.append(new_outcome(spec, Failure.from_fault(reply, Stage.RUN), probe))
@@ -266,10 +301,11 @@ class VariantJob:
 
 
 def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None = None, worker: str = "",
-                fetch=None) -> tuple[list[RunRecord], dict]:
-    """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later."""
+                fetch=None, clock: PairClock | None = None) -> tuple[list[RunRecord], dict]:
+    """Outcomes for every spec and probe, and the reference/oracle outputs for pools that run later; ``clock``:
+    the pairs' budgets, read by the worker for what it is doing (``PairClock.of(request)`` when not given)."""
     s = _with_resizes(request)
-    job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch)
+    job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch, clock or PairClock.of(request, s))
     outcomes = [o for spec in request.specs for o in job.run(spec)]
     t0 = time.perf_counter()
     known = {**{k: unpacked_outputs(v) for k, v in (home_outputs or {}).items()}, **job.outputs}
