@@ -3,7 +3,6 @@ a seed that failed to build, and its catalog row."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from gapfuzz.core.bugs import COMPLETED, LIMITS, Stage, Status
 from gapfuzz.core.ids import BackendName, SeedId
@@ -60,12 +59,12 @@ def catalog_row(build: SeedBuild) -> CatalogRow:
     row = CatalogRow(seed_id=build.seed_id, source=seed.source if seed else SeedId.parse(build.seed_id).source,
                      family=seed.family if seed else "", task=seed.task if seed else "",
                      output_kind=seed.output_kind if seed else "", params=seed.params if seed else None,
-                     input_spec=json.dumps(seed.input_spec if seed else []), capture_s=build.capture_s)
+                     input_spec=list(seed.input_spec if seed else []), capture_s=build.capture_s)
     if not build.ok:
         f = build.failure
         dataclasses.replace(f, status=Status.SKIPPED if f.stage == Stage.BUDGET else f.status).onto(row, sign=True)
         return row
     row.node_count, row.ops = build.node_count, sorted(build.op_counts)
-    row.op_counts = json.dumps(build.op_counts, sort_keys=True)
+    row.op_counts = dict(sorted(build.op_counts.items()))
     row.output_names, row.build_s = build.output_names, build.build_s
     return row

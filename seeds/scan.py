@@ -6,7 +6,6 @@ costs one catalog row, not the scan.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import time
 from collections import Counter
@@ -41,7 +40,7 @@ def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
     row.build_s = time.perf_counter() - t0
     info = built.info
     row.source, row.family, row.task, row.output_kind = info.source, info.family, info.task, info.output_kind
-    row.params, row.input_spec = info.params, json.dumps(info.input_spec)
+    row.params, row.input_spec = info.params, list(info.input_spec)
     try:
         cap = capture(built, max_params)
     except CaptureError as e:
@@ -53,7 +52,7 @@ def scan_seed(seed_id: str, max_params: int | None = None) -> CatalogRow:
     row.capture_s = cap.capture_s
     v = cap.variant
     counts = Counter(target_name(n.target) for n in v.gm.graph.nodes if n.op == "call_function")
-    row.node_count, row.ops, row.op_counts = v.node_count, sorted(counts), json.dumps(dict(sorted(counts.items())))
+    row.node_count, row.ops, row.op_counts = v.node_count, sorted(counts), dict(sorted(counts.items()))
     row.output_names = list(v.output_names)
     t1 = time.perf_counter()
     try:

@@ -6,7 +6,6 @@ sizes and widths a seed cannot take are said, not dropped.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import logging
 import time
@@ -167,12 +166,12 @@ def test_a_source_that_refuses_the_largest_width_keeps_the_others(monkeypatch):
 # --- catalog rows on resume
 
 def _catalog_file(path: Path, kind: str) -> None:
-    from gapfuzz.results.catalog import CatalogRow, catalog_schema
+    from gapfuzz.results.catalog import CatalogRow, as_row, catalog_schema
     from gapfuzz.results.schema import RunRecord, arrow_schema
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "null":
-        rows = [dataclasses.asdict(CatalogRow(seed_id="timm/x")), dataclasses.asdict(CatalogRow(seed_id="timm/y"))]
+        rows = [as_row(CatalogRow(seed_id="timm/x")), as_row(CatalogRow(seed_id="timm/y"))]
         rows[1]["seed_id"] = None
         schema = catalog_schema().set(0, pa.field("seed_id", pa.string(), nullable=True))
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
@@ -186,7 +185,7 @@ def _catalog_file(path: Path, kind: str) -> None:
     elif kind == "status":
         pq.write_table(pa.table({"seed_id": ["timm/x"], "status": ["banana"]}), path)
     elif kind == "version":
-        row = dataclasses.asdict(CatalogRow(seed_id="timm/x", schema_version=99))
+        row = as_row(CatalogRow(seed_id="timm/x", schema_version=99))
         pq.write_table(pa.Table.from_pylist([row], schema=catalog_schema()), path)
 
 

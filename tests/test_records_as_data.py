@@ -217,3 +217,31 @@ def test_a_run_on_an_object_store_compacts_too():
     assert compact(store) == {"before": 12, "after": 3}
     again = RecordStore("memory://gapfuzz-compact/run")
     assert _sorted(again.read()).equals(before) and all("/compact-" in f for f in again.files())
+
+
+def test_the_seed_catalog_holds_lists_and_reads_an_old_catalog_of_json_text(tmp_path):
+    """op_counts and input_spec are lists of structs that pandas reads as they are; a version-1 catalog (JSON
+    text) reads as the same lists."""
+    from gapfuzz.results.catalog import Catalog, CatalogRow, catalog_schema
+
+    row = CatalogRow(seed_id="timm/test_vit", source="timm", ops=["aten.add.Tensor", "aten.mm.default"],
+                     op_counts={"aten.mm.default": 3, "aten.add.Tensor": 1},
+                     input_spec=[["arg0", [1, 3, 32, 32], "float32"]])
+    Catalog(tmp_path / "new").write([row])
+    df = pd.read_parquet(tmp_path / "new" / "catalog")
+    assert [dict(e) for e in df.iloc[0]["op_counts"]] == [{"op": "aten.add.Tensor", "count": 1},
+                                                           {"op": "aten.mm.default", "count": 3}]
+    assert list(df.iloc[0]["input_spec"][0]["shape"]) == [1, 3, 32, 32]
+    old = catalog_schema()
+    for name in ("op_counts", "input_spec"):
+        old = old.set(old.get_field_index(name), pa.field(name, pa.string()))
+    path = tmp_path / "old" / "catalog" / "rows" / "part-old.parquet"
+    path.parent.mkdir(parents=True)
+    legacy = {**row.__dict__, "op_counts": json.dumps(row.op_counts), "input_spec": json.dumps(row.input_spec),
+              "schema_version": 1}
+    pq.write_table(pa.Table.from_pylist([legacy], schema=old), path)
+    got, want = Catalog(tmp_path / "old").read(), Catalog(tmp_path / "new").read()
+    assert got.select(["op_counts", "input_spec"]).equals(want.select(["op_counts", "input_spec"]))
+    pq.write_table(pa.Table.from_pylist([{**legacy, "input_spec": '{"not": "a list"}'}], schema=old), path)
+    with pytest.raises(ResultsError, match="input_spec"):
+        Catalog(tmp_path / "old").read()
