@@ -48,7 +48,11 @@ def import_plugins() -> None:
 def did_you_mean(name: str, known: list[str]) -> str:
     """`` (did you mean 'x'?)`` or `` (known: a, b, c)``."""
     hint = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(sorted(known))})"
+    if hint:
+        return f" (did you mean {hint[0]!r}?)"
+    shown = sorted(k for k in known if not k.startswith("_")) or sorted(known)
+    more = f", and {len(shown) - 12} more" if len(shown) > 12 else ""
+    return f" (known: {', '.join(shown[:12])}{more})"
 
 
 class Registry(Generic[T]):

@@ -102,6 +102,11 @@ def load(target: dict):
     ({"backend": "tensorrt@cuda", "options": {"precision": "fp8"}}, "precision: 'fp8' is not one of 'float32'"),
     ({"backend": "eager@cpu", "label": "e", "options": {"tf32": "maybe"}}, "tf32: expected true or false"),
     ({"class": "tests.option_backends:OptionTanh", "options": {"a": 1, "library": "/x.so"}}, "option-tanh has no"),
+    ({"backend": "openvino@cpu", "options": {"INFERENCE_PRECISION_HINT": 5}},
+     "INFERENCE_PRECISION_HINT: '5' is refused by OpenVINO's CPU plugin: Wrong value 5"),
+    ({"backend": "openvino@cpu", "option_space": {"PERFORMANCE_HINT": ["LATENCY", "banana"]}},
+     "'banana' is refused by OpenVINO's CPU plugin"),
+    ({"backend": "inductor@cpu", "mode": "traning"}, "mode: 'traning' is not one of inference, training (did you mean"),
 ])
 def test_a_wrong_value_is_one_line_naming_the_key_the_value_and_what_is_allowed(target, message):
     with pytest.raises(CampaignError, match="^[^\n]*$") as e:

@@ -30,6 +30,7 @@ EXPECTED = {"ok": ("ok", None), "segfault": ("crash", "signal:SIGSEGV"), "abort"
             "hang": ("timeout", "limit:timeout 6s"), "oom": ("oom", "limit:memory 1.5GiB"), "raise": ("error", None)}
 
 
+@pytest.mark.slow  # CI's time (two to three minutes); each fault alone is tested in test_sandbox.py
 def test_fifty_variants_with_every_fault_lose_no_record(tmp_path, write_campaign):
     path = write_campaign(CAMPAIGN)
     proc = gapfuzz("run", path, "--out", tmp_path / "run", "--quiet", cwd=tmp_path, timeout=900)

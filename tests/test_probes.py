@@ -89,6 +89,7 @@ run: {repeats: 1}
 """
 
 
+@pytest.mark.slow  # CI's time (two to three minutes); the default set keeps the probes finding defects (below)
 @pytest.mark.ray
 def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     """A stack wrong only on NaN in one op, one that saturates overflows, one that saturates integer adds:

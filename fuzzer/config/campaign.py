@@ -81,7 +81,13 @@ def _schema_error(source: str, err: jsonschema.ValidationError) -> str:
         return f"{source}: unknown key '{key}' at {where}{did_you_mean(key, allowed)}"
     if err.validator == "required":
         return f"{source}: {where}: {err.message}"
-    if err.validator in ("type", "oneOf") and err.context:
+    if err.validator in ("type", "oneOf", "anyOf") and err.context:
+        enums = [str(v) for c in err.context for v in c.schema.get("enum", ())]
+        if isinstance(inst, str) and enums:
+            return f"{source}: {where}: {inst!r} is not one of {', '.join(enums)}{did_you_mean(inst, enums)}"
+        deeper = [c for c in err.context if len(c.absolute_path) > len(err.absolute_path)]
+        if deeper:  # the value is of a right type, wrong inside (a list item past its minimum): say that
+            return _schema_error(source, max(deeper, key=lambda c: len(c.absolute_path)))
         types = sorted({c.schema.get("type") if isinstance(c.schema.get("type"), str) else "value"
                         for c in err.context})
         return f"{source}: {where}: expected {' or '.join(types)}, got {err.instance!r}"

@@ -34,7 +34,7 @@ def inductor_config_keys() -> tuple[str, ...]:
     """Every Inductor config key (``freezing``, ``cpp.threads``, ...): what ``options`` may set."""
     import torch._inductor.config as config
 
-    return tuple(sorted(config.get_config_copy()))
+    return tuple(sorted(k for k in config.get_config_copy() if k != "TYPE_CHECKING"))  # an import guard, not a key
 
 
 @lru_cache(maxsize=None)

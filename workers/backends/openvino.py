@@ -6,6 +6,8 @@ the options (and a label) to run the same stack at full precision beside it.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -69,6 +71,24 @@ def prepare_openvino(gm, example_inputs, device, options):
     return run, info
 
 
+@functools.lru_cache(maxsize=256)
+def _plugin_refuses(key: str, text: str) -> str | None:
+    """The CPU plugin's own word on compile property ``key`` = ``text``, from compiling a one-operation model
+    with it (milliseconds); None when it takes it, or when OpenVINO is not installed here."""
+    try:
+        import openvino as ov
+        import openvino.opset13 as ops
+    except ImportError:
+        return None
+    p = ops.parameter([1], np.float32)
+    try:
+        ov.Core().compile_model(ov.Model([ops.relu(p)], [p]), "CPU", {key: text})
+    except Exception as e:  # noqa: BLE001 - the plugin's refusal, whatever its type, is the answer
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return f"{text!r} is refused by OpenVINO's CPU plugin: {(lines[-1] if lines else type(e).__name__)[:200]}"
+    return None
+
+
 @register_backend
 class OpenVino(Backend):
     """Options: any OpenVINO compile property, e.g. ``INFERENCE_PRECISION_HINT: f32``; ``threads``."""
@@ -95,6 +115,14 @@ class OpenVino(Backend):
         if key == "threads":
             return THREADS
         return PATH_PROPERTY if names_a_program(key, "") else PROPERTY
+
+    @classmethod
+    def value_problem(cls, key: str, value, allow_exec: bool = False) -> str | None:
+        """Beyond its type, what the CPU plugin itself says of the property's value (``Wrong value ...``)."""
+        problem = super().value_problem(key, value, allow_exec)
+        if problem or key == "threads" or cls.option_type(key).runs:
+            return problem
+        return _plugin_refuses(key, compile_config({key: value})[key])
 
     @classmethod
     def device_unavailable_reason(cls, device):
