@@ -1,11 +1,19 @@
 """A local file written whole or not at all, with no temporary file left behind whatever happens
-(a full disk, an exception, Ctrl-C): the caches and indexes beside a run folder use it."""
+(a full disk, an exception, Ctrl-C): the caches and indexes beside a run folder use it; and where
+those caches live."""
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
 from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where gapfuzz keeps what it can rebuild: ``$GAPFUZZ_CACHE_DIR``, else ``~/.cache/gapfuzz``."""
+    if os.environ.get("GAPFUZZ_CACHE_DIR"):
+        return Path(os.environ["GAPFUZZ_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gapfuzz"
 
 
 def write_whole(path: str | Path, write, mode: int = 0o644) -> None:

@@ -40,7 +40,7 @@ class VariantWork:
     variant: BuiltVariant
     payload: object  # ObjectRef
     missing: set[str]  # backends still to run
-    devices: deque = field(default_factory=deque)  # pools still to run, home pool first
+    devices: deque = field(default_factory=deque)  # pools still to run (a device's, a release's), home pool first
     home: object = None  # ObjectRef to the reference/oracle outputs
     builder: object = None  # the worker that built it: it runs it without a transfer
 
@@ -109,7 +109,7 @@ class CampaignJobs:
         else:  # its inputs went with a node: built again from the recipe, for the backends it still owes
             self.stats["rebuilt"] += 1
             index = job.variant.index
-            owed = {n for n in job.missing if self.pools.specs[n].device in job.devices}
+            owed = {n for n in job.missing if self.pools.specs[n].pool in job.devices}
             self.builds.appendleft(SeedWork(job.build.seed_id, [index], {index: owed}, again=True,
                                             mode=job.variant.mode))
 
@@ -126,7 +126,7 @@ class CampaignJobs:
         home_runs = (p.reference, p.oracle) if device == p.home else ()
         v = vw.variant
         specs = [s.for_variant(v.variant_id, self.c.seed, vw.build.seed_id, v.index, v.mode) for n, s in p.specs.items()
-                 if s.device == device and (n in vw.missing or n in home_runs)]
+                 if s.pool == device and (n in vw.missing or n in home_runs)]
         seed = vw.build.seed
         request = RunRequest(vw.variant.variant_id, vw.build.seed_id, vw.payload, specs, self.judge,
                              seed.output_kind if seed else "tensor", vw.variant.output_names, vw.variant.mode)
@@ -143,7 +143,7 @@ class CampaignJobs:
         if build.ok or work.mode == self.c.modes[0]:  # a seed eager cannot train still runs in inference
             self.sink.catalog_row(catalog_row(build))
         if not build.ok:
-            rec = seed_failure_record(self.c.name, build, self.pools.reference, self.pools.home,
+            rec = seed_failure_record(self.c.name, build, self.pools.reference, self.c.reference.device,
                                       seed_failure_id(work.seed_id, work.mode), work.mode)
             self._records([rec])
             self.progress.total -= sum(len(m) for m in work.missing.values()) - 1
@@ -157,7 +157,7 @@ class CampaignJobs:
                 self._unmutated(build, v, missing)
                 continue
             devices = deque(d for d in self.pools.devices
-                            if d == self.pools.home or any(self.pools.specs[n].device == d for n in missing))
+                            if d == self.pools.home or any(self.pools.specs[n].pool == d for n in missing))
             payload = build.payloads.pop(v.variant_id)  # each variant holds its own payload, freed when it is done
             out.append(VariantWork(build, v, payload, missing, devices, builder=done.actor))
         return out
@@ -193,12 +193,12 @@ class CampaignJobs:
         """A skipped record for each target the variant owes that cannot run on ``actor``'s host
         (``fuzzer.unusable``); True when its pool, not the home one, has nothing left to run."""
         device, specs = vw.devices[0], self.pools.specs
-        marks = [m for n in sorted(vw.missing) if specs[n].device == device and (m := self.unusable.marked(actor, n))]
+        marks = [m for n in sorted(vw.missing) if specs[n].pool == device and (m := self.unusable.marked(actor, n))]
         if marks:
             self._records([skipped_like(run_record(self.c.name, vw.build, vw.variant, new_outcome(specs[m.backend])),
                                         m) for m in marks])
             vw.missing -= {m.backend for m in marks}
-        return device != self.pools.home and not any(specs[n].device == device for n in vw.missing)
+        return device != self.pools.home and not any(specs[n].pool == device for n in vw.missing)
 
     def _records(self, records: list) -> None:
         """To the sink; the progress line counts (variant, backend) pairs, each by its first probe not ok."""

@@ -23,7 +23,8 @@ NAME = "run.json"
 VERSION = 1  # of this file's layout; the records' own is ``schema_version``
 MAX_BYTES = 1 << 20  # read back; a run never writes more (``encoded``), and a campaign file is at most 1/8 of it
 _BACKEND = {"stack": str, "device": str, "options": dict, "option_space": dict, "modes": list,
-            "class": (str, type(None)), "option_cover": (str, dict)}  # option_cover: with an option_space only
+            "class": (str, type(None)), "option_cover": (str, dict),  # option_cover: with an option_space only
+            "line": str, "release": dict}  # with releases: the name without the release, and {distribution: version}
 
 
 @dataclass
@@ -33,7 +34,9 @@ class RunManifest:
     oracle: str | None
     targets: list[str]
     backends: dict  # every name above -> {"stack", "device", "options", "option_space", "modes", "class"}
-    # (and "option_cover", core.covering's pairs, all, {all: [...]} or draw, where there is an option space)
+    # (and "option_cover", core.covering's pairs, all, {all: [...]} or draw, where there is an option space;
+    # "line" and "release" where a stack runs in several releases: the name it has without its release, such as
+    # "onnxruntime@cpu", and the release's {distribution: version}, the installed one's included)
     compare: dict  # Tolerances as resolved: {"tolerances": {dtype: [rtol, atol]}, "multiplier", "far"}, "sweep"
     modes: list[str] = field(default_factory=lambda: [DEFAULT_MODE])
     schema_version: int = SCHEMA_VERSION  # of the records this gapfuzz writes
@@ -106,6 +109,8 @@ class RunManifest:
                 bad(f"backends.{name}: {{stack, device, options, option_space, modes, class}} is expected")
             if not all(isinstance(m, str) for m in entry.get("modes", [])):
                 bad(f"backends.{name}.modes: a list of names is expected")
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in entry.get("release", {}).items()):
+                bad(f"backends.{name}.release: {{distribution: version}} is expected")
         named = [data["reference"], *([data["oracle"]] if data.get("oracle") is not None else []), *data["targets"]]
         absent = [n for n in named if n not in data["backends"]]
         if absent:

@@ -1,18 +1,11 @@
 """What a seed declares about itself, and a built seed ready for capture."""
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 
-
-def cache_dir() -> Path:
-    """Where gapfuzz keeps what it can rebuild: ``$GAPFUZZ_CACHE_DIR``, else ``~/.cache/gapfuzz``."""
-    if os.environ.get("GAPFUZZ_CACHE_DIR"):
-        return Path(os.environ["GAPFUZZ_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gapfuzz"
+from gapfuzz.core.files import cache_dir  # noqa: F401 (where seeds' caches live)
 
 
 @dataclass

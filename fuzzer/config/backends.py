@@ -12,6 +12,7 @@ from gapfuzz.core.modes import Mode, mode_of
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError
 from gapfuzz.workers.run.registry import BackendError, BackendSpec, parse_backend
+from gapfuzz.workers.run.releases import Release
 
 
 def as_list(v) -> list:
@@ -69,6 +70,37 @@ def backend_spec(entry, source: str, where: str) -> BackendSpec:
             if problem:
                 raise CampaignError(f"{source}: {where}.option_space.{key}: {problem.removeprefix(f'{key}: ')}")
     return spec
+
+
+def with_releases(spec: BackendSpec, entry, source: str, where: str, one: bool = False) -> list[BackendSpec]:
+    """``spec`` once per release its entry names: ``versions`` (its stack's own distribution's, torch's for a
+    PyTorch stack) and ``torch`` (the torch under it), each labelled with its release (``onnxruntime-1.31.1``,
+    ``inductor-torch2.13.0``). ``one``: a reference or oracle, which runs in one release."""
+    if not isinstance(entry, dict) or not {"versions", "torch"} & set(entry):
+        return [spec]
+    dist = spec.backend_cls().release_distribution()
+    versions, torch_release, images = entry.get("versions"), entry.get("torch"), dict(entry.get("images") or {})
+    if versions is not None and dist is None:
+        raise CampaignError(f"{source}: {where}.versions: {spec.stack} has no releases to choose (a plug-in stack "
+                            f"names its package in 'distribution' or 'module')")
+    if versions is not None and one:
+        raise CampaignError(f"{source}: {where}.versions: the {where.rsplit('.', 1)[-1]} runs in one release; "
+                            f"give it 'torch: <release>', and name several releases on targets")
+    if versions is not None and torch_release is not None and dist == "torch":
+        raise CampaignError(f"{source}: {where}: {spec.stack} is torch's: name its releases in 'versions' or "
+                            f"'torch', not both")
+    unknown = sorted(set(images) - set(versions or []))
+    if unknown:
+        raise CampaignError(f"{source}: {where}.images: {unknown[0]!r} is not one of its versions"
+                            f"{did_you_mean(unknown[0], list(versions or []))}")
+    out = []
+    for version in versions or [None]:
+        pins = {**({dist: version} if version is not None else {}),
+                **({"torch": torch_release} if torch_release is not None else {})}
+        release = Release.of(pins)
+        out.append(replace(spec, label=f"{spec.label or spec.stack}-{release.tag(spec.stack)}", release=release,
+                           image=images.get(version), options=dict(spec.options)))
+    return out
 
 
 def _option_cover(cover, space: dict, where: str) -> str | dict:
@@ -152,6 +184,9 @@ def check_backends(b: BackendSet, source: str) -> None:
     if b.oracle is not None and b.oracle.device != b.reference.device:
         raise CampaignError(f"{source}: backends.oracle: the oracle must run on the reference's device "
                             f"({b.reference.device})")
+    if b.oracle is not None and b.oracle.release != b.reference.release:
+        raise CampaignError(f"{source}: backends.oracle: the oracle runs beside the reference, so under its "
+                            f"release ({b.reference.release or 'the installed one'}); give both the same 'torch'")
     labels = [s.name for s in [b.reference, b.oracle, *b.targets] if s is not None]
     fixed = (b.reference.name, b.oracle.name if b.oracle else None)
     dup = {n for n in labels if labels.count(n) > 1 and n not in fixed}

@@ -22,7 +22,9 @@ from gapfuzz.core.modes import Mode
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.core.setting import build
 from gapfuzz.core.strict_yaml import CAMPAIGN_MAX_BYTES, MAX_BYTES, YamlError, key_problem, load, non_finite, read_file
-from gapfuzz.fuzzer.config.backends import as_list, backend_spec, check_backends, check_training, device_references
+from gapfuzz.workers.run.releases import installed_version
+from gapfuzz.fuzzer.config.backends import (as_list, backend_spec, check_backends, check_training, device_references,
+                                            with_releases)
 from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
 from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError, CampaignFile, VariantSettings
 from gapfuzz.results.folder import ResultsError
@@ -291,16 +293,22 @@ def _resolve(config: dict, source: str) -> Campaign:
             raise CampaignError(f"{source}: seeds[{i}].source: unknown seed source '{s['source']}'"
                                 f"{did_you_mean(s['source'], known)}")
     b, v = config["backends"], config["variants"]
-    targets = [backend_spec(t, source, f"backends.targets[{i}]") for i, t in enumerate(b["targets"])]
-    for t, entry in zip(targets, b["targets"]):
+    targets, entries = [], []
+    for i, entry in enumerate(b["targets"]):
+        spec = backend_spec(entry, source, f"backends.targets[{i}]")
         if not (isinstance(entry, dict) and "mode" in entry):
-            t.modes = tuple(config["mode"])
+            spec.modes = tuple(config["mode"])
+        released = with_releases(spec, entry, source, f"backends.targets[{i}]")
+        targets += released
+        entries += [entry] * len(released)
     modes = tuple(m for m in Mode if any(m in t.modes for t in targets))
-    reference = backend_spec(b["reference"], source, "backends.reference")
+    reference = with_releases(backend_spec(b["reference"], source, "backends.reference"), b["reference"], source,
+                              "backends.reference", one=True)[0]
+    oracle = None if b["oracle"] is None else with_releases(
+        backend_spec(b["oracle"], source, "backends.oracle"), _under(b["oracle"], reference), source,
+        "backends.oracle", one=True)[0]
     backends = BackendSet(
-        reference=reference,
-        oracle=None if b["oracle"] is None else backend_spec(b["oracle"], source, "backends.oracle"),
-        targets=targets, skip_unavailable=b["skip_unavailable"],
+        reference=reference, oracle=oracle, targets=targets, skip_unavailable=b["skip_unavailable"],
         device_references=device_references(reference, targets) if b["device_reference"] else {})
     for spec in (backends.reference, backends.oracle):
         if spec is not None:
@@ -309,7 +317,7 @@ def _resolve(config: dict, source: str) -> Campaign:
         if isinstance(b[where], dict) and "mode" in b[where]:
             raise CampaignError(f"{source}: backends.{where}.mode: the {where} runs in every mode a target runs in; "
                                 f"give 'mode' on the targets")
-    check_training(backends, modes, source, b["targets"])
+    check_training(backends, modes, source, entries)
     check_backends(backends, source)
     try:
         mutators = resolve_mutators(v["mutators"], v["exclude_mutators"])
@@ -323,18 +331,47 @@ def _resolve(config: dict, source: str) -> Campaign:
                     probes=file.probes.settings(file.seed))
 
 
+def release_lines(specs: list[BackendSpec]) -> dict[str, dict]:
+    """Per backend of a stack that runs in several releases: its ``line`` (its name without the release) and
+    its ``release`` ({distribution: version}; the installed ones for a backend that names none)."""
+    lines: dict[str, list[BackendSpec]] = {}
+    for s in specs:
+        lines.setdefault(s.line, []).append(s)
+    out = {}
+    for line, members in lines.items():
+        pinned = [s for s in members if s.release is not None]
+        if len(members) < 2 or not pinned:
+            continue
+        dists = sorted({d for s in pinned for d, _ in s.release.pins})
+        for s in members:
+            got = {d: installed_version(d) or "unknown" for d in dists}
+            out[s.name] = {"line": line, "release": {**got, **dict(s.release.pins if s.release else ())}}
+    return out
+
+
+def _under(oracle, reference: BackendSpec):
+    """The oracle's entry, under the reference's torch when the reference names one and the oracle does not
+    (the oracle runs beside the reference, in its pool)."""
+    torch_release = dict(reference.release.pins).get("torch") if reference.release else None
+    if torch_release is None or (isinstance(oracle, dict) and "torch" in oracle):
+        return oracle
+    return {**(oracle if isinstance(oracle, dict) else {"backend": oracle}), "torch": torch_release}
+
+
 def manifest_of(campaign: Campaign, backends: list[BackendSpec] | None = None) -> RunManifest:
     """What a run folder's readers are told of the campaign (``run.json``, ``results.manifest``):
     ``backends`` those that run (all the campaign's by default), by their record names."""
     specs = campaign.backends.all() if backends is None else list(backends)
     reference, oracle = campaign.reference.name, campaign.oracle.name if campaign.oracle else None
+    releases = release_lines(specs)
     as_json = lambda value: json.loads(json.dumps(value, default=str))  # noqa: E731 (tuples to lists)
     return RunManifest(
         campaign=campaign.name, reference=reference, oracle=oracle,
         targets=[s.name for s in specs if s.name not in (reference, oracle)],
         backends={s.name: {"stack": s.stack, "device": s.device, "options": as_json(dict(s.options)),
                            "option_space": as_json(dict(s.option_space)), "modes": [str(m) for m in s.modes],
-                           "class": s.cls_path, **({"option_cover": s.option_cover} if s.option_space else {})}
+                           "class": s.cls_path, **({"option_cover": s.option_cover} if s.option_space else {}),
+                           **releases.get(s.name, {})}
                   for s in specs},
         compare=as_json({**asdict(campaign.compare.settings), "sweep": list(campaign.compare.sweep)}),
         modes=[str(m) for m in campaign.modes])

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from dataclasses import replace
 
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.workers.run.fleet import unplaceable
 from gapfuzz.workers.run.pool import AUTO, PoolSettings, connect, read_gpus
+from gapfuzz.workers.run.registry import POOL_MARK, unavailable_in
+from gapfuzz.workers.run.releases import ReleaseError, environment, runtime_env
 
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError, manifest_of
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class Pools:
@@ -26,13 +34,40 @@ class Pools:
         self.specs = {s.name: s for s in campaign.backends.all()}
         self.reference = campaign.reference.name
         self.oracle = campaign.oracle.name if campaign.oracle else None
-        self.home = campaign.reference.device  # where the reference runs: every variant's first pool
-        self.settings: dict[str, PoolSettings] = {d: campaign.pool(d) for d in self.devices}
+        self.home = campaign.reference.pool  # where the reference runs: every variant's first pool
+        self.settings: dict[str, PoolSettings] = {p: self._settings(p) for p in self.devices}
+        self.released = False  # whether each release's pool has its runtime environment (``releases``)
 
     @property
     def devices(self) -> list[str]:
-        """The device kinds with a pool, the reference's first."""
-        return sorted({s.device for s in self.specs.values()} | {BUILD_DEVICE}, key=lambda d: (d != self.home, d))
+        """The pools, the reference's first: one per device kind, and one per release not installed here."""
+        return sorted({s.pool for s in self.specs.values()} | {BUILD_DEVICE}, key=lambda d: (d != self.home, d))
+
+    def _settings(self, pool: str) -> PoolSettings:
+        """A pool's settings: its device's (``pools:`` of the campaign), named after it."""
+        return replace(self.c.pool(pool.partition(POOL_MARK)[0]), name=pool)
+
+    def releases(self, here: bool, say=None) -> None:
+        """Each release's pool in its Ray runtime environment: on this machine an environment made (or found)
+        here, its stack checked there; on a cluster, Ray's own from the same pins on each node (or the
+        target's image). A release that cannot be had is one line naming it, before any work."""
+        for name, pool in self.settings.items():
+            spec = next((s for s in self.specs.values() if s.pool == name != s.device), None)
+            if spec is None:
+                continue
+            python = None
+            if here and not spec.image:
+                try:
+                    python = environment(spec.release, say).python
+                except ReleaseError as e:
+                    raise CampaignError(f"{self.c.source}: backend {spec.name}: {e}") from None
+                for other in (s for s in self.specs.values() if s.pool == name):
+                    why = unavailable_in(python, other)
+                    if why:
+                        raise CampaignError(f"{self.c.source}: backend {other.name} is not available in the "
+                                            f"environment of {spec.release}: {why}")
+            self.settings[name] = replace(pool, runtime_env=runtime_env(spec.release, python, spec.image))
+        self.released = True
 
     def check_available(self) -> None:
         """Each backend can run on this machine (a cluster's are checked by its nodes)."""
@@ -46,6 +81,7 @@ class Pools:
         if len(self.specs) <= 1 + (self.oracle is not None):
             raise CampaignError(f"{self.c.source}: no target backend is available here")
         self.settings = {d: s for d, s in self.settings.items() if d in self.devices}
+        self.releases(here=True, say=_say)
 
     def connect(self, address: str | None) -> bool:
         """Join the campaign's Ray cluster, or start an embedded one sized for the pools; True when started."""
@@ -53,6 +89,8 @@ class Pools:
 
         if ray.is_initialized():
             return False
+        if not self.released:  # a driver used without check_available (a notebook, a test)
+            self.releases(here=not address, say=_say)
         if not address:
             self._size_for_this_machine()
         cpus = sum(((os.cpu_count() or 1) if p.workers == AUTO else p.workers) * p.cpus_per_worker
@@ -80,7 +118,7 @@ class Pools:
         for d in [d for d in self.devices if d not in (self.home, BUILD_DEVICE)]:
             why = unplaceable(self.settings[d])
             if why:
-                names = [n for n, spec in self.specs.items() if spec.device == d]
+                names = [n for n, spec in self.specs.items() if spec.pool == d]
                 log.warning("skipping pool %s and its backends %s: %s", d, ", ".join(names), why)
                 for n in names:
                     del self.specs[n]
@@ -100,4 +138,4 @@ class Pools:
         return manifest_of(self.c, list(self.specs.values()))
 
     def targets_on(self, device: str) -> list[str]:
-        return [n for n, s in self.specs.items() if s.device == device]
+        return [n for n, s in self.specs.items() if s.pool == device]

@@ -35,6 +35,8 @@ _GLOBS = {"oneOf": [{"type": "string"}, _STR_LIST]}
 _POS_INT = {"minimum": 1, "maximum": MAX_PER_SEED}  # constraints of an int setting
 _NONNEG_NUM = {"type": "number", "minimum": 0, "maximum": MAX_TOLERANCE}
 _MODE_NAMES = list(MODE_NAMES)
+MAX_RELEASES = 16  # releases of one stack in a campaign: each is an environment and a pool
+_RELEASE = {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.+!_-]{0,39}\Z"}  # as a package index spells one
 _MODES = {"oneOf": [{"enum": _MODE_NAMES},
                     {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": _MODE_NAMES}}]}
 _BACKEND = {"oneOf": [
@@ -45,7 +47,12 @@ _BACKEND = {"oneOf": [
                     "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SECONDS}, "mode": _MODES,
                     "option_space": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}},
                     # pairs, all, draw or {all: [options]}: names checked in fuzzer.config.campaign (did you mean)
-                    "option_cover": {"type": ["string", "object"]}}},
+                    "option_cover": {"type": ["string", "object"]},
+                    # releases, each a backend of its own in an environment made for it (workers.run.releases)
+                    "versions": {"type": "array", "minItems": 1, "maxItems": MAX_RELEASES, "uniqueItems": True,
+                                 "items": _RELEASE},
+                    "torch": _RELEASE,
+                    "images": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 500}}}},
 ]}
 
 

@@ -34,6 +34,7 @@ class AotInductor(Backend):
     """Options: any Inductor config key (``inductor_configs``), e.g. ``max_autotune: true``."""
 
     name = "aot-inductor"
+    distribution = "torch"  # its releases are torch's
     devices = ("cpu", "cuda")
     any_strides = None  # compiled for the example's strides alone: it reads another layout wrong, unchecked
     prepare_fn = staticmethod(prepare_aot_inductor)

@@ -51,6 +51,7 @@ class Eager(Backend):
     """The graph as written, op by op, on the device's native kernels."""
 
     name = "eager"
+    distribution = "torch"  # its releases are torch's
     devices = DEVICES
     capture_nodes = True  # runs op by op: tier 2 reads every node's value in one run
     trains = True
@@ -67,6 +68,7 @@ class EagerFp64(Backend):
     """Every floating tensor widened to float64: the oracle that decides which side is wrong."""
 
     name = "eager-fp64"
+    distribution = "torch"  # its releases are torch's
     devices = ("cpu", "cuda")
     trains = True  # gradients in float64, rounded to each leaf's dtype on the way back
     leaves_variant_intact = True  # widens copies of the weights, never the weights

@@ -80,6 +80,7 @@ class Inductor(Backend):
     """Options: ``mode`` (torch.compile mode), ``dynamic: true`` and any Inductor config key, e.g. ``freezing``."""
 
     name = "inductor"
+    distribution = "torch"  # its releases are torch's
     devices = ("cpu", "cuda", "xpu")
     trains = True  # AOTAutograd's joint graph, partitioned, forward and backward compiled
     compile_error_modules = ("torch._dynamo", "torch._inductor")  # compiles lazily, on the first call
@@ -120,6 +121,7 @@ class AotEager(Backend):
     decomposition's, not code generation's. Option: ``dynamic: true``."""
 
     name = "aot-eager"
+    distribution = "torch"  # its releases are torch's
     devices = ("cpu", "cuda", "xpu")
     trains = True
     compile_error_modules = ("torch._dynamo", "torch._functorch")

@@ -30,6 +30,7 @@ class TorchTensorRT(Backend):
     name = "tensorrt"
     devices = ("cuda",)
     module = "torch_tensorrt"
+    distribution = "torch-tensorrt"
     any_strides = True  # its runtime makes every input contiguous before an engine reads it: no new engine
     prepare_fn = staticmethod(prepare_tensorrt)
 

@@ -140,6 +140,7 @@ class Backend:
     name = ""
     devices: tuple = ("cpu",)
     module: str | None = None  # the Python package of the stack, for availability and version
+    distribution: str | None = None  # what a package index calls its releases; None: ``module``'s name
     packages: tuple = ()  # other Python packages it needs
     input_device: str | None = None  # where inputs go when not on the device (host-array runtimes: "cpu")
     prepare_stage = Stage.COMPILE  # the stage of a prepare() failure outside any ``stage(...)`` block
@@ -230,6 +231,11 @@ class Backend:
         return None
 
     @classmethod
+    def release_distribution(cls) -> str | None:
+        """The distribution whose releases a campaign's ``versions:`` names; None when it has none to choose."""
+        return cls.distribution or cls.module
+
+    @classmethod
     def version(cls) -> str:
         try:
             return importlib.import_module(cls.module or "torch").__version__
@@ -253,6 +259,8 @@ def adapt(cls: type) -> type[Backend]:
         name = cls.name
         devices = tuple(getattr(cls, "devices", ("cpu",)))
         input_device = getattr(cls, "input_device", None)
+        module = getattr(cls, "module", None)
+        distribution = getattr(cls, "distribution", None)
         prepare_stage = Stage(getattr(cls, "prepare_stage", Stage.COMPILE))
         capture_nodes = bool(getattr(cls, "capture_nodes", False))
         any_strides = None if getattr(cls, "any_strides", True) is None else bool(getattr(cls, "any_strides", True))

@@ -72,14 +72,14 @@ class Fleet:
                                f"resource up?)")
 
     def _device_pools_first(self) -> list[str]:
-        """Accelerator pools place their workers before the CPU pool: a joining GPU node's CPUs go to
+        """Accelerator pools place their workers before the CPU pools: a joining GPU node's CPUs go to
         the worker that drives its GPU, not to CPU work that any node could do."""
-        return sorted(self.settings, key=lambda d: d == "cpu")
+        return sorted(self.settings, key=lambda d: self.settings[d].device == "cpu")
 
     def _launch(self, device: str) -> None:
         s = self.settings[device]
-        actor = RemotePoolWorker.options(**s.actor_options()).remote(device, self.started[device], s.threads,
-                                                                      s.memory_gb, s.env, s.gpus_per_worker)
+        actor = RemotePoolWorker.options(**s.actor_options()).remote(s.device, self.started[device], s.threads,
+                                                                      s.memory_gb, s.env, s.gpus_per_worker, device)
         self.started[device] += 1
         self.starting[actor.ready.remote()] = Starting(device, actor, time.monotonic())
 
@@ -106,7 +106,7 @@ class Fleet:
         for device in self._device_pools_first():
             s = self.settings[device]
             pending = any(st.device == device for st in self.starting.values())
-            if device == "cpu" and any(st.device != "cpu" and now - st.since < 2 * GROW_EVERY_S
+            if s.device == "cpu" and any(self.settings[st.device].device != "cpu" and now - st.since < 2 * GROW_EVERY_S
                                        for st in self.starting.values()):
                 break  # accelerator workers just started may be taking CPUs: counted at the next look
             if s.workers == AUTO and not pending:

@@ -111,6 +111,8 @@ class PoolSettings:
     memory_gb: float | None = None  # per-worker limit; past it the run ends as status oom
     threads: int = 1  # intra-op threads inside each worker's sandbox
     env: dict = field(default_factory=dict)
+    name: str = ""  # the pool's: its device's, or ``device~pins`` for a release of its own (workers.run.releases)
+    runtime_env: dict | None = None  # Ray's, for a release's pool: its interpreter, image or pip packages
 
     def resources_needed(self) -> dict[str, float]:
         """What one worker takes from its node, by Ray resource name."""
@@ -127,7 +129,8 @@ class PoolSettings:
         return dataclasses.replace(self, workers=per_gpu * len(free_gb), gpus_per_worker=gpu_share(per_gpu))
 
     def actor_options(self) -> dict:
-        opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0}
+        opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0,
+                **({"runtime_env": self.runtime_env} if self.runtime_env else {})}
         if self.device == "cuda":
             opts["num_gpus"] = self.gpus_per_worker
         elif self.device != "cpu":
@@ -139,9 +142,9 @@ class PoolWorker:
     """The Ray actor body; kept a plain class so tests can drive it without Ray."""
 
     def __init__(self, device: str, index: int, threads: int = 1, memory_gb: float | None = None,
-                 env: dict | None = None, gpu_fraction: float | None = None):
+                 env: dict | None = None, gpu_fraction: float | None = None, pool: str | None = None):
         node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
-        self.name = f"{device}-{index}@{node[:8]}" if node else f"{device}-{index}"
+        self.name = f"{pool or device}-{index}@{node[:8]}" if node else f"{pool or device}-{index}"
         self.device = device
         self.sandbox = Sandbox(threads=threads, memory_limit_gb=memory_gb,
                                env=sandbox_env(device, env, gpu_fraction, os.cpu_count() or 1))

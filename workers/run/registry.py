@@ -16,8 +16,12 @@ from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 from gapfuzz.core.registry import PluginError, Registry, import_module
 
 from gapfuzz.workers.run.backend import DEVICES, Backend, adapt
+from gapfuzz.workers.run.releases import Release
 
 log = logging.getLogger("gapfuzz.workers")
+
+
+POOL_MARK = "~"  # a release's pool: ``cpu~onnxruntime==1.31.1``
 
 
 class BackendError(LookupError):
@@ -75,10 +79,19 @@ class BackendSpec:
     modes: tuple = (DEFAULT_MODE,)  # core.modes names: the runs it gets (one that goes backward only if it trains)
     option_space: dict = field(default_factory=dict)  # option -> values: each variant gets one set (for_variant)
     option_cover: str | dict = PAIRS  # how: pairs, all or {all: [options]} (core.covering), or draw
+    release: Release | None = None  # the releases it runs under (workers.run.releases); None: those installed
+    image: str | None = None  # on a cluster, the container image that holds its release (Ray's image_uri)
 
     @property
     def name(self) -> str:
         return f"{self.label or self.stack}@{self.device}"
+
+    @property
+    def pool(self) -> str:
+        """The pool that runs it: its device's, or one of its own for a release this interpreter has not."""
+        if self.release is None or (self.release.installed_here and not self.image):
+            return self.device
+        return f"{self.device}{POOL_MARK}{'+'.join(self.release.requirements)}"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,7 +106,20 @@ class BackendSpec:
         return cls(**options) if options else cls()
 
     def unavailable_reason(self) -> str | None:
+        """Why it cannot run here; a release in an environment of its own is checked there, when it is made."""
+        if self.pool != self.device:
+            cls = self.backend_cls()
+            return cls.device_unavailable_reason(self.device) if self.device in cls.devices else \
+                f"{cls.name} does not run on {self.device}"
         return self.backend_cls().unavailable_reason(self.device)
+
+    @property
+    def line(self) -> str:
+        """Its name without its release: what the releases of one stack share (``onnxruntime@cpu``)."""
+        if self.release is None:
+            return self.name
+        suffix = "-" + self.release.tag(self.stack)
+        return f"{(self.label or self.stack).removesuffix(suffix) or self.stack}@{self.device}"
 
     def for_variant(self, variant_id: str, campaign_seed: int, seed_id: str, index: int, mode: str) -> BackendSpec:
         """This backend with the option set its ``option_space`` gives variant ``index`` of ``seed_id`` in
@@ -114,6 +140,21 @@ class BackendSpec:
         """Whether a variant of ``mode`` gets a run of this backend: a stack that cannot train gets no
         training run (no record, no failure)."""
         return mode in self.modes and (not mode_of(mode).backward or self.backend_cls().trains)
+
+
+def unavailable_in(python: str, spec: BackendSpec) -> str | None:
+    """Why ``spec`` cannot run in the interpreter ``python`` (a release's environment); None when it can. Its
+    class is named by data (a registered stack, a ``module:Class``), imported there as ``gapfuzz run`` would."""
+    import subprocess
+
+    check = ("import sys; from gapfuzz.workers.run.registry import parse_backend; "
+             "s = parse_backend(sys.argv[1], cls_path=sys.argv[2] or None); s.release = None; "
+             "print(s.unavailable_reason() or '')")
+    done = subprocess.run([python, "-c", check, f"{spec.stack if not spec.cls_path else 'x'}@{spec.device}",
+                           spec.cls_path or ""], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        return " ".join((done.stderr.strip().splitlines() or ["it did not start"])[-1].split())[:240]
+    return done.stdout.strip() or None
 
 
 def parse_backend(name: str, options: dict | None = None, label: str | None = None,

@@ -62,7 +62,9 @@ def rss_bytes(pid: int) -> int:
 
 class Sandbox:
     def __init__(self, threads: int = 1, memory_limit_gb: float | None = None, env: dict | None = None,
-                 poll_s: float = 0.02, startup_timeout_s: float = 300.0, keep_spare: bool = True):
+                 poll_s: float = 0.02, startup_timeout_s: float = 300.0, keep_spare: bool = True,
+                 python: str | None = None):
+        self.python = python or sys.executable  # a release's environment's interpreter (workers.run.releases)
         self.startup_timeout_s = startup_timeout_s
         self.keep_spare = keep_spare
         self.spare: tuple | None = None
@@ -81,7 +83,7 @@ class Sandbox:
         env = {**os.environ, "GAPFUZZ_THREADS": str(self.threads), "OMP_NUM_THREADS": str(self.threads),
                "TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONUNBUFFERED": "1", **self.env}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gapfuzz.workers.run.executor", str(p2c_r), str(c2p_w)],
+            [self.python, "-m", "gapfuzz.workers.run.executor", str(p2c_r), str(c2p_w)],
             pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True)
         os.close(p2c_r)

@@ -1,0 +1,190 @@
+"""Releases of a stack, each in an environment of its own, made once and cached by what it pins.
+
+A backend may name releases (``onnxruntime==1.31.1``, ``torch==2.13.0``) other than those installed. Its
+pool then runs in an environment made for them: a virtual environment whose own site-packages hold the
+pinned distributions and, behind them, this interpreter's (``gapfuzz``, Ray, numpy and the rest), so a
+pin costs only its own wheels. Its Ray workers start in that environment's interpreter (Ray's
+``py_executable``), so everything they run, the sandbox included, sees the release; what crosses is
+data (the graph IR, weights, inputs, records). On a cluster, Ray makes the environment on each node
+from the same pins (its ``pip`` runtime environment) or takes a container image per release.
+Environments live under ``<cache>/envs`` (``core.files.cache_dir``), one folder per set of pins and
+Python; a folder is used only once its ``ready.json`` is written, so a half-made one is made again.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata as metadata
+import json
+import os
+import platform
+import re
+import shutil
+import site
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from gapfuzz.core.files import cache_dir, write_whole
+from gapfuzz.core.registry import did_you_mean
+
+VERSION_PATTERN = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,39}\Z")  # a release as a package index spells it
+READY = "ready.json"
+
+
+class ReleaseError(RuntimeError):
+    """A release that cannot be had here (no such release, no network, a wheel that does not fit): one line."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """The distributions a backend's environment pins, ``(distribution, version)`` sorted by name."""
+
+    pins: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, pins: dict[str, str]) -> Release:
+        return cls(tuple(sorted((d.lower(), str(v)) for d, v in pins.items())))
+
+    def tag(self, stack: str) -> str:
+        """The release in a backend's label: ``1.31.1`` for a distribution named as the stack is, ``torch2.13.0``
+        for another (``onnxruntime-1.31.1``, ``inductor-torch2.13.0``)."""
+        return "-".join(v if d == stack else f"{d}{v}" for d, v in self.pins)
+
+    @property
+    def requirements(self) -> list[str]:
+        return [f"{d}=={v}" for d, v in self.pins]
+
+    def __str__(self) -> str:
+        return ", ".join(f"{d} {v}" for d, v in self.pins)
+
+    @cached_property
+    def installed_here(self) -> bool:
+        """Whether this interpreter already has every pinned release (then no environment is made)."""
+        return all(matches(installed_version(d), v) for d, v in self.pins)
+
+    @property
+    def folder(self) -> Path:
+        """Its environment's folder: one per set of pins and Python (a wheel is built for one)."""
+        key = json.dumps([self.pins, sys.version, platform.machine(), sys.prefix])
+        name = "-".join(f"{d}-{v}" for d, v in self.pins)
+        return cache_dir() / "envs" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def matches(installed: str | None, pinned: str) -> bool:
+    """Whether an installed version is the pinned release (``2.13.0+cpu`` is ``2.13.0``, as pip's ``==`` says)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if installed is None:
+        return False
+    try:
+        return SpecifierSet(f"=={pinned}").contains(installed, prereleases=True)
+    except InvalidSpecifier:
+        return installed == pinned
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass
+class Environment:
+    release: Release
+    python: str  # its interpreter
+    made_s: float | None  # how long making it took; None when it was cached
+
+
+def environment(release: Release, say=None) -> Environment:
+    """The release's environment, made if no earlier campaign made it (``say``: a line of progress, e.g.
+    ``print`` to stderr); a ``ReleaseError`` naming the release when it cannot be made."""
+    folder = release.folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another campaign making the same one: wait for it, then use it
+        python = folder / "bin" / "python"
+        if (folder / READY).exists() and python.exists():
+            return Environment(release, str(python), None)
+        t0 = time.monotonic()
+        if say:
+            say(f"environment for {release}: making it in {folder} (once; later campaigns reuse it)")
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            _make(release, folder, say)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        made = time.monotonic() - t0
+        write_whole(folder / READY, lambda f: f.write(json.dumps(
+            {"pins": dict(release.pins), "python": sys.version, "made_s": round(made, 1)}).encode()))
+        if say:
+            say(f"environment for {release}: ready in {made:.0f} s")
+        return Environment(release, str(python), made)
+
+
+def _make(release: Release, folder: Path, say) -> None:
+    """A virtual environment without pip, this interpreter's site-packages behind its own (a ``.pth`` line),
+    the pins installed by this interpreter's pip with pip's own configuration (index, find-links)."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(folder)], release, folder / "venv.log")
+    python = folder / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    parents = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    lines = [f"import site; site.addsitedir({p!r})" for p in parents if os.path.isdir(p)]
+    Path(purelib, "_gapfuzz_parent.pth").write_text("\n".join(lines) + "\n")
+    if say:
+        say(f"environment for {release}: pip install {' '.join(release.requirements)}")
+    _run([str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
+          *release.requirements], release, folder / "pip.log", timeout_s=1800)
+    check = "import importlib.metadata as m, json, sys; print(json.dumps({d: m.version(d) for d in sys.argv[1:]}))"
+    got = json.loads(subprocess.run([str(python), "-c", check, *(d for d, _ in release.pins)], capture_output=True,
+                                    text=True, check=True).stdout)
+    wrong = [f"{d} {got.get(d)}" for d, v in release.pins if not matches(got.get(d), v)]
+    if wrong:
+        raise ReleaseError(f"{release}: the environment made for it holds {', '.join(wrong)} instead")
+
+
+def _run(command: list[str], release: Release, log: Path, timeout_s: float = 300) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ReleaseError(f"{release}: making its environment took over {timeout_s:.0f} s "
+                           f"({' '.join(command[2:4])})") from None
+    if done.returncode != 0:
+        raise ReleaseError(why_not(done.stdout + done.stderr, release))
+
+
+def why_not(pip_output: str, release: Release) -> str:
+    """pip's failure in one phrase: no such release (with those the index has, and the nearest), no index
+    to ask, or pip's own last error line."""
+    found = re.search(r"satisfies the requirement (\S+?)==(\S+) \(from versions: ([^)]*)\)", pip_output)
+    if found:
+        dist, version, versions = found.groups()
+        have = [v.strip() for v in versions.split(",") if v.strip() and v.strip() != "none"]
+        if not have:
+            return f"the package index has no release of {dist} (is it reachable? pip's configuration names it)"
+        shown = ", ".join(have[-8:]) + (f" and {len(have) - 8} older" if len(have) > 8 else "")
+        return f"the package index has no {dist} {version}{did_you_mean(version, have)} (it has {shown})"
+    conflict = re.search(r"The conflict is caused by:\n((?:[ \t]+\S.*\n?)+)", pip_output)
+    if conflict:
+        causes = "; ".join(" ".join(line.split()) for line in conflict.group(1).splitlines() if line.strip())
+        return f"pip cannot install it beside what it must keep: {causes[:240]}"
+    errors = [line.strip() for line in pip_output.splitlines() if line.strip().startswith("ERROR")]
+    last = errors[-1] if errors else (pip_output.strip().splitlines() or ["pip failed"])[-1]
+    return f"the environment of {release} cannot be made: {' '.join(last.split())[:240]}"
+
+
+def runtime_env(release: Release, python: str | None, image: str | None = None) -> dict:
+    """Ray's runtime environment for a pool of ``release``: this machine's environment (``python``), a
+    container image, or (on a cluster) Ray's own pip environment on each node from the same pins."""
+    if image:
+        return {"image_uri": image}
+    if python:
+        return {"py_executable": python}
+    return {"pip": {"packages": release.requirements}}
