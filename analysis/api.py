@@ -28,6 +28,7 @@ from gapfuzz.results.store import RecordStore, ResultsError, check_version
 from . import clusters as _clusters
 from . import option_cover as _cover
 from . import portability as _port
+from . import releases as _releases
 from .impact import catalog_models
 from .known import KnownIssues
 from .merge import minimised
@@ -182,14 +183,18 @@ class Run:
     @cached_property
     def _clusters(self) -> pd.DataFrame:
         c = _clusters.clusters(self._prepared, self.reference, self.oracle, self.catalog(),
-                               minimised(self.path / "repros") if self.path else {})
+                               minimised(self.path / "repros") if self.path else {}, self.backends)
         c["known"] = self.known.match(c)
         return c
 
-    def clusters(self, kind: str | None = None, vendor: bool | None = None, benign: bool = False) -> pd.DataFrame:
-        """Crash and discrepancy clusters in triage order (``analysis.clusters.order``); filter by kind or
-        vendor flag; ``benign`` clusters (differences explained without a defect) only when asked."""
+    def clusters(self, kind: str | None = None, vendor: bool | None = None, benign: bool = False,
+                 mark: str | None = None) -> pd.DataFrame:
+        """Crash and discrepancy clusters in triage order (``analysis.clusters.order``); filter by kind,
+        vendor flag or release mark (``analysis.releases.Mark``: ``regression``...); ``benign`` clusters
+        (differences explained without a defect) only when asked."""
         c = self._clusters
+        if mark is not None:
+            c = c[c["release_mark"] == mark]
         if kind is not None:
             c = c[c["kind"] == kind]
         elif not benign:
@@ -273,10 +278,19 @@ class Run:
     def divergence(self, by: str | None = None) -> pd.DataFrame:
         return _port.divergence(self._tables(), self.reference, by)
 
-    # -- option spaces
+    # -- option spaces and releases
+    @property
+    def backends(self) -> dict:
+        """run.json's backends: name -> its entry (``results.manifest``); none in a folder written before it."""
+        return self.manifest.backends if self.manifest is not None else {}
+
+    def release_lines(self) -> dict:
+        """line -> its releases, oldest first, for each stack the run ran in several (``analysis.releases``)."""
+        return _releases.lines(self.backends)
+
     def option_spaces(self) -> dict:
         """backend -> its option space, for the targets that had one (from ``run.json``; none before it)."""
-        backends = self.manifest.backends if self.manifest is not None else {}
+        backends = self.backends
         return {b: e["option_space"] for b, e in backends.items() if isinstance(e, dict) and e.get("option_space")}
 
     def option_coverage(self, by=("seed_id", "mode")) -> pd.DataFrame:

@@ -14,8 +14,9 @@ a stack's vendor: a target's own error, crash, hang or oom at convert/compile/ru
 (``fuzzer.unusable``), a class of their own (level ``unusable here``) until seen on a second host
 or release. Rows sort by severity, then unexplained first, then impact (how many model seeds of a
 catalog hold the cluster's ops, ``analysis.impact``), then vendor findings, then size. Clusters
-whose minimised reproducers are alike are folded together (``analysis.merge``). Vectorised: a
-million records in seconds.
+whose minimised reproducers are alike are folded together (``analysis.merge``). Where a campaign ran
+a stack in several releases, each cluster says in which it shows (``analysis.releases``: a regression,
+fixed, long-standing). Vectorised: a million records in seconds.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from .causes import derive
 from .impact import impact
 from .merge import merge
 from .option_cover import options_of
+from .releases import COLUMNS as RELEASE_COLUMNS, mark
 from gapfuzz.results.columns import texts
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
@@ -59,7 +61,7 @@ COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "imp
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
            "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "culprit",
            "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options", "consensus",
-           "numpy_agrees", "merged", "known"]
+           "numpy_agrees", "merged", "known", *RELEASE_COLUMNS]
 LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
                 "mutations", "culprit_steps", "merged")
 GRADIENTS = [str(s) for s in GRADIENT_SYMPTOMS]
@@ -264,10 +266,12 @@ def _culprits(out: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> None:
 
 
 def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str = DEFAULT_ORACLE,
-             catalog: pd.DataFrame | None = None, minimised: dict | None = None) -> pd.DataFrame:
+             catalog: pd.DataFrame | None = None, minimised: dict | None = None,
+             backends: dict | None = None) -> pd.DataFrame:
     """Every cluster of a run's records (benign ones too: ``kind``), in triage order (``order``);
     ``catalog`` (a seed catalog's rows) gives each its impact; ``minimised`` (``analysis.merge``)
-    folds clusters whose reproducers minimised alike."""
+    folds clusters whose reproducers minimised alike; ``backends`` (run.json's) marks each across the
+    releases of its stack's line (``analysis.releases``)."""
     df = prepared(df)
     targets = set(df["backend"].unique()) - {reference, oracle} if "backend" in df else set()
     k = keys(df)
@@ -292,7 +296,7 @@ def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str =
     out = merge(order(out), minimised or {})
     out["band"] = error_band(pa.array(pd.to_numeric(out["max_tol_ratio"], errors="coerce"), pa.float64())).to_pylist()
     out["impact"] = impact(out, catalog)
-    return order(out)
+    return order(mark(out, df, k["cluster"], backends))
 
 
 def unusable_here(df: pd.DataFrame, k: pd.DataFrame) -> set[str]:

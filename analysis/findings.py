@@ -21,7 +21,7 @@ from gapfuzz.core.bugs import FAILED, Kind
 from .api import Run
 from .known import CLASSES, KnownIssues
 from .table import markdown_table
-from .triage import describe
+from .triage import describe, release_note
 TOLERANCES = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
 
 
@@ -194,8 +194,10 @@ def cluster_table(run: Run, known: KnownIssues, repro_root: Path, limit: int = 6
         impact = "" if r.impact != r.impact else int(r.impact)
         rows.append({"cluster": r.cluster, "level": r.level, "vendor": "yes" if r.vendor else "",
                      "runs": r.count, "seeds": r.seeds, "impact": impact, "backends": ", ".join(r.backends),
-                     "what": describe(r)[:140], "class": label, "reproducer": _reproducer(r, note, repro_root)})
-    return pd.DataFrame(rows)
+                     "what": describe(r)[:140], "across releases": release_note(r), "class": label,
+                     "reproducer": _reproducer(r, note, repro_root)})
+    out = pd.DataFrame(rows)
+    return out if out["across releases"].astype(bool).any() else out.drop(columns="across releases")
 
 
 def rule_notes(run: Run, known: KnownIssues) -> list[str]:

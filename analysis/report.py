@@ -8,7 +8,8 @@ a section without data shows a plot that says so, so a missing plot is always a 
 the sections, the campaign's settings and the stack versions its records report (tables only).
 The tables are built in ``analysis.report_tables`` from what triage reads: a backend's vendor
 rate counts the runs of triage's vendor clusters, and the runs triage explains are shown apart.
-Each cluster links to its reproducer (``repros/<id>/``) where ``gapfuzz repro`` made one.
+Each cluster links to its reproducer (``repros/<id>/``) where ``gapfuzz repro`` made one; where the
+campaign ran a stack in several releases, each says in which it shows, in triage's words.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from gapfuzz.core.bugs import Status, Verdict  # noqa: E402
 from . import report_tables as tables  # noqa: E402
 from .api import Run  # noqa: E402
 from .clusters import LEVEL  # noqa: E402
-from .triage import culprit_text, describe  # noqa: E402
+from .triage import culprit_text, describe, release_note  # noqa: E402
 
 MAX_OPS = 60
 MAX_CLUSTERS = 100
@@ -181,6 +182,8 @@ def _clusters(run: Run, out_dir=None) -> Shown:
         "runs": shown["count"], "seeds": shown["seeds"],
         "impact": shown["impact"].map(lambda v: "" if v != v else int(v)), "known": shown["known"].fillna(""),
         "what": [describe(r) for r in shown.itertuples()],
+        **({"across releases": [release_note(r) for r in shown.itertuples()],
+            "releases tried": shown["releases"].fillna("")} if shown["release_note"].notna().any() else {}),
         "why": pd.Series([tables.why_command(run, cid) for cid in shown["cluster"]], index=shown.index, dtype=object),
         "where in the compiler": [culprit_text(r) for r in shown.itertuples()],
         "shared options": shown["shared_options"].fillna(""),

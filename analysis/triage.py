@@ -1,6 +1,9 @@
 """Terminal views of a run: the status summary, the cluster list, and the diff of two campaigns.
 
-Works on pandas DataFrames of records, so it needs no torch.
+Works on pandas DataFrames of records, so it needs no torch. Where a campaign ran a stack in several
+releases, the cluster list has a column that says, in words, in which releases each cluster shows
+(``analysis.releases``): a person reads "regression: worked in onnxruntime 1.31.1, wrong in 1.32.0",
+not a mark to look up.
 """
 from __future__ import annotations
 
@@ -12,14 +15,17 @@ from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage, Sy
 from gapfuzz.core.modes import modes_label
 from gapfuzz.core.ids import CulpritName, SeedId
 
+from .releases import counts as release_counts
 from .table import format_table
 
 
-def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str = DEFAULT_ORACLE) -> pd.DataFrame:
-    """Crash and discrepancy clusters of a records frame (see ``analysis.clusters``)."""
+def clusters(df: pd.DataFrame, reference: str = DEFAULT_REFERENCE, oracle: str = DEFAULT_ORACLE,
+             backends: dict | None = None) -> pd.DataFrame:
+    """Crash and discrepancy clusters of a records frame (see ``analysis.clusters``); ``backends``:
+    run.json's, which mark each across the releases of its stack."""
     from .clusters import clusters as build
 
-    return build(df, reference, oracle)
+    return build(df, reference, oracle, backends=backends)
 
 
 def status_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -157,6 +163,12 @@ def _known(r) -> str:
     return known if isinstance(known, str) else ""
 
 
+def release_note(r) -> str:
+    """What a cluster does across its stack's releases, in words (``analysis.releases``); empty without."""
+    note = getattr(r, "release_note", None)
+    return note if isinstance(note, str) else ""
+
+
 def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, benign_shown: bool = False,
                     models: int | None = None) -> str:
     benign = "" if benign_shown or not benign_runs else \
@@ -164,18 +176,29 @@ def render_clusters(c: pd.DataFrame, limit: int = 50, benign_runs: int = 0, beni
         "--benign lists them"
     if c.empty:
         return "no failures or divergences: nothing to triage" + benign
+    releases = "release_note" in c and c["release_note"].notna().any()  # a column only where a stack ran in releases
     rows = [[r.cluster, r.level, "yes" if r.vendor else "", r.count, r.seeds, _impact(r.impact), _backends(r),
-             _where(r), _known(r), describe(r)] for r in c.head(limit).itertuples()]
+             _where(r), _known(r), *([release_note(r)] if releases else []), describe(r)]
+            for r in c.head(limit).itertuples()]
     table = format_table(["cluster", "severity", "vendor", "runs", "seeds", "impact", "backends", "stage", "known",
-                          "what"], rows, max_width=90)
+                          *(["releases"] if releases else []), "what"], rows, max_width=90)
     more = f"\n... {len(c) - limit} more clusters (--limit)" if len(c) > limit else ""
     explained = int(((c["kind"] == Kind.DISCREPANCY) & c["explanation"].notna()).sum()) if "explanation" in c else 0
     shown_benign = int((c["kind"] == Kind.BENIGN).sum())
     out_of = f" (of {models})" if models else ""
+    marks = release_counts(c)
     return f"{table}{more}\n{len(c)} clusters: {int(c['vendor'].sum())} vendor findings, " \
            f"{int((c['kind'] == Kind.FAILURE).sum())} failure and {int((c['kind'] == Kind.DISCREPANCY).sum())} " \
            f"discrepancy clusters ({explained} explained)" + (f", {shown_benign} benign" if shown_benign else "") + \
+           (f"; across releases: {marks}" if marks else "") + \
            f"; impact: model seeds of the catalog{out_of} holding the cluster's ops" + benign
+
+
+def no_regressions(lines: dict) -> str:
+    """What ``gapfuzz triage --regressions`` says when no cluster is one; ``lines``: ``Run.release_lines()``."""
+    if not lines:
+        return "no regressions: this run ran no stack in several releases (its run.json names no release line)"
+    return f"no regressions: no cluster shows in the newest release of {', '.join(lines)} and not in an earlier one"
 
 
 def diff(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
@@ -228,7 +251,10 @@ def render_why(cluster, rows: pd.DataFrame, parts=None) -> str:
 
     fields = FAILURE_FIELDS if cluster["kind"] == Kind.FAILURE else DIVERGENCE_FIELDS
     lines = [f"cluster {cluster['cluster']}: {describe(pd.Series(cluster).to_frame().T.itertuples().__next__())}",
-             f"{cluster['count']} runs, {cluster['variants']} variants, {cluster['seeds']} seeds", "", "the key:"]
+             f"{cluster['count']} runs, {cluster['variants']} variants, {cluster['seeds']} seeds"]
+    if isinstance(cluster.get("release_note"), str):
+        lines.append(f"{cluster['release_note']} ({cluster['releases']})")
+    lines += ["", "the key:"]
     for f in fields:
         value = (cluster if parts is None else parts).get(f, MISSING)
         if value is None or value != value or value == MISSING:

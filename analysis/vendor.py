@@ -8,6 +8,8 @@ Per behaviour it writes a Markdown issue text listing every operator with its mi
 (shortest first; the ``gapfuzz repro`` command where there is none), then ``README.md`` (a table of the
 behaviours) and ``test_<stack>_gapfuzz.py``: each defect reproducer embedded as a string and run in a
 subprocess, ``xfail(strict=True)`` while the bug is there. Repro folders are only read, never run.
+Where the campaign ran the stack in several releases, an issue says in which each cluster shows, in
+triage's words ("regression: worked in onnxruntime 1.31.1, fails in 1.32.0"): the first release to look at.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import fenced
 
 from .clusters import UNUSABLE_HERE
-from .triage import describe
+from .triage import describe, release_note
 
 EXPLAINED = {"bfloat16": "bfloat16 precision default", "float16": "float16 precision default",
              "tf32": "TF32 matmul and convolution precision", "options": "results depend on the stack's options",
@@ -200,6 +202,12 @@ def _issue(name, stack, explained, rows, ops, repros, run_dir) -> str:
              f"gapfuzz saw **{name}** on `{', '.join(backends)}` at {_n(len(ops), 'operator')}: {_n(runs, 'run')} "
              f"of {_n(len(seeds), 'model seed')} in {_n(len(rows), 'cluster')}, against PyTorch eager and a float64 "
              f"oracle."]
+    notes: dict[str, list] = {}  # where the campaign ran the stack in several releases: in which each shows
+    for r in rows:
+        notes.setdefault(release_note(r), []).append(r.cluster)
+    notes.pop("", None)
+    if notes:
+        lines += ["", "Across the releases the campaign ran:", *(f"- {', '.join(c)}: {n}" for n, c in notes.items())]
     if explained:
         lines += ["", f"> **Explained, not a defect.** Triage reproduces these differences on eager under the "
                   f"`{rows[0].explanation or 'benign'}` hypothesis (docs/triage.md); this documents the stack's "
@@ -217,7 +225,8 @@ def _issue(name, stack, explained, rows, ops, repros, run_dir) -> str:
         lines += ["", f"### `{op}`", "", f"{_n(n, 'run')}, {_n(len(s), 'seed')}; cluster(s) {', '.join(cids)}."]
         for row in (r for r in rows if r.cluster in cids):
             try:
-                lines.append(f"- {row.cluster}: {describe(row)}")
+                note = release_note(row)
+                lines.append(f"- {row.cluster}: {describe(row)}" + (f"; {note}" if note else ""))
             except Exception:  # noqa: BLE001 - an older folder's row: its id is enough
                 lines.append(f"- {row.cluster}")
             if row.kind == Kind.FAILURE and _given(getattr(row, "message", None)):

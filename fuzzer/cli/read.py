@@ -29,14 +29,20 @@ def open_run(run_dir: str, args=None):
 
 
 def cmd_triage(args) -> int:
-    from gapfuzz.analysis.triage import render_clusters
+    from gapfuzz.analysis.releases import Mark
+    from gapfuzz.analysis.triage import no_regressions, render_clusters
 
     run = open_run(args.run_dir, args)
     if args.why:
         show(run.why(args.why))
         return 0
-    show(render_clusters(run.clusters(benign=args.benign), limit=args.limit, benign_runs=run.benign_runs(),
-                          benign_shown=args.benign, models=run.catalog_models()))
+    regressions = getattr(args, "regressions", False)
+    c = run.clusters(benign=args.benign, mark=Mark.REGRESSION if regressions else None)
+    if regressions and c.empty:
+        show(no_regressions(run.release_lines()))
+        return 0
+    show(render_clusters(c, limit=args.limit, benign_runs=0 if regressions else run.benign_runs(),
+                         benign_shown=args.benign, models=run.catalog_models()))
     return 0
 
 
