@@ -135,7 +135,8 @@ def cmd_repro(args) -> int:
         raise UserError("gapfuzz repro: name a cluster id (from gapfuzz triage), or give --all")
     try:
         r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries,
-                              allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options)
+                              allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options,
+                              against=tuple(args.against))
     except (ResultsError, ReproError) as e:
         raise UserError(str(e)) from None
     if r.status == "not-reproduced" and not r.nodes_after:
@@ -144,6 +145,8 @@ def cmd_repro(args) -> int:
         return 1
     print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
           f"in {r.seconds:.0f} s; repro.py ({r.form}, {r.lines} lines) failed {r.failures} of {r.tries} fresh runs")
+    for release, shows in r.releases.items():
+        print(f"under {printable(release)}: {shows}")
     for note in r.notes:
         print(f"note: {printable(note)}")
     print(f"reproducer: {r.folder}/repro.py   report: {r.folder}/report.md")

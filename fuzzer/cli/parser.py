@@ -71,6 +71,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     t.add_argument("--benign", action="store_true", help="also list differences explained without a defect")
     t.add_argument("--why", metavar="CLUSTER", help="why the runs of one cluster are one bug: its key, and what they "
                    "differ in (dtypes, probes, symptoms)")
+    t.add_argument("--regressions", action="store_true", help="only clusters that show in the newest release of a "
+                   "stack the campaign ran in several, and not in an earlier one")
 
     rp = sub.add_parser("report", help="write a self-contained HTML report of a run folder")
     rp.add_argument("run_dir")
@@ -127,6 +129,9 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                    help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
     x.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "
                    "a library, a path or compiler flags (from the run folder's campaign and records: they run here)")
+    x.add_argument("--against", action="append", default=[], metavar="STACK==RELEASE",
+                   help="check the reproducer on this release too (the newest, before filing), in an environment "
+                   "made for it; repeatable. The releases the campaign ran are always checked")
     x.set_defaults(fn=commands["repro"])
 
     m = sub.add_parser("mutators", help="list mutation operators")

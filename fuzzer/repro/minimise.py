@@ -31,11 +31,15 @@ from gapfuzz.workers.run.messages import JudgeSettings
 from gapfuzz.workers.run.probe_check import checked_recipe, name_problem
 from gapfuzz.workers.run.probes import Probe, probed
 from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.releases import ReleaseError, environment
+from gapfuzz.workers.run.sandbox import Sandbox
 
 from gapfuzz.fuzzer.config.backends import exec_options_allowed
 from gapfuzz.fuzzer.config.campaign import from_dict, plugin_classes, read_campaign_file
 from gapfuzz.fuzzer.generate import replay
 from gapfuzz.fuzzer.recipe import Recipe
+from gapfuzz.fuzzer.repro.across import ABSENT, AgainstError, campaign_releases, check_releases, parse_against
+from gapfuzz.fuzzer.repro.across import in_words as release_words
 from gapfuzz.fuzzer.repro.code import plugin_path, reproducer, save_inputs
 from gapfuzz.fuzzer.repro.report import bug_report
 from gapfuzz.fuzzer.repro.shrink.core import Shrinker, counted
@@ -71,6 +75,7 @@ class ReproResult:
     form: str = ""  # how repro.py shows the bug: in the stack's own API (fuzzer.repro.reproducers) or "generic"
     lines: int = 0
     notes: list = field(default_factory=list)  # what the report must say (index-only, explained, ...)
+    releases: dict = field(default_factory=dict)  # release in words -> whether repro.py shows it there (across)
 
 
 class ReproError(ValueError):
@@ -78,13 +83,14 @@ class ReproError(ValueError):
 
 
 def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bool = True,
-           reproduced: tuple = (1,), hang_reproduces: bool = False) -> tuple[int, str]:
+           reproduced: tuple = (1,), hang_reproduces: bool = False, python: str | None = None) -> tuple[int, str]:
     """Run repro.py ``tries`` times in fresh interpreters (that cannot import gapfuzz, unless the backend
     is a plug-in whose class needs it); returns how many reproduced the bug: ended with an exit status
     in ``reproduced`` (1; a crash's signal as its negative), or, with ``hang_reproduces`` (the bug is a
     hang), ran past ``timeout``, the campaign's. Each runs in a scratch folder holding only ``repro.py``
     and ``inputs.pt``, with no script folder on ``sys.path`` (``-P``): a run folder is data, and a
-    ``torch.py`` shipped beside a reproducer must not stand in for torch."""
+    ``torch.py`` shipped beside a reproducer must not stand in for torch. ``python``: the interpreter (a
+    release's environment's; this one by default)."""
     failures, last = 0, ""
     code = "import sys\n" + (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
         "try:\n    exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})\n" \
@@ -98,7 +104,7 @@ def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bo
             for name in FILES:
                 if (folder / name).is_file():
                     shutil.copyfile(folder / name, Path(scratch) / name)
-            proc = subprocess.Popen([sys.executable, *safe_path, "-c", code], cwd=scratch, stdout=log,
+            proc = subprocess.Popen([python or sys.executable, *safe_path, "-c", code], cwd=scratch, stdout=log,
                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
             try:
                 rc = proc.wait(timeout=timeout)
@@ -169,9 +175,11 @@ def candidate_settings(c, reference: BackendSpec, target: BackendSpec) -> JudgeS
 
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
               tries: int = 3, allow_plugins: bool = False, progress=None,
-              allow_exec_options: bool = False) -> ReproResult:
+              allow_exec_options: bool = False, against: tuple = ()) -> ReproResult:
     """Minimise ``record``'s variant to the smallest graph that shows its bug key, write the reproducer
-    and report into ``out_dir``; ``progress(line)`` hears each step (default: standard error)."""
+    and report into ``out_dir``; ``progress(line)`` hears each step (default: standard error). The reproducer
+    is then checked on every release of the target's stack the campaign ran, and on ``against`` (``STACK==
+    RELEASE``: ``fuzzer.repro.across``)."""
     t0 = time.perf_counter()
     say = progress or _say
     run_dir, out = Path(run_dir), Path(out_dir)
@@ -189,6 +197,11 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     recorded = _field(record, "backend_options", backend_options_of)  # a mapping, or an old folder's JSON text
     if recorded or target.option_space:  # the options the run had (given, or drawn from a space), replayed exactly
         target = dataclasses.replace(target, options=recorded, option_space={})
+    try:
+        extra = [parse_against(target, a) for a in against]
+        python = None if target.pool == target.device else environment(target.release, say).python
+    except (AgainstError, ReleaseError) as e:
+        raise ReproError(f"{record['backend']}: {e}") from None
     problem = target.backend_cls().check_options(target.options, allow_exec_options)  # a record's are data too
     if problem:
         raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's backend_options: "
@@ -217,7 +230,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     output_kind = record.get("output_kind") or "tensor"
     # checked in one warm worker; a crash, a hang or running out of memory (the process goes) in a fresh one each
     same_bug = SameBug(target, reference, c.oracle, key, settings, record["seed_id"], output_kind,
-                       fresh=record["status"] in (Status.CRASH, *LIMITS))
+                       fresh=record["status"] in (Status.CRASH, *LIMITS), sandbox=Sandbox(python=python))
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
     result = ReproResult(str(out), ReproStatus.NOT_REPRODUCED, nodes_before=variant.node_count, backend=target.name,
@@ -250,7 +263,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     for stale in (*FILES, "report.md"):
         (out / stale).unlink(missing_ok=True)
     check = dict(timeout=settings.timeout_s, block_gapfuzz=target.backend_cls().prepare_fn is not None,
-                 reproduced=reproduced_by(record, key), hang_reproduces=record["status"] == Status.TIMEOUT)
+                 reproduced=reproduced_by(record, key), hang_reproduces=record["status"] == Status.TIMEOUT,
+                 python=python)
     case = Case(final, target, record, title,
                 check=check_of(record, key["symptom"] if key.kind == Kind.DISCREPANCY else ""),
                 tolerance=c.compare.settings.tolerances.get(str(record.get("output_dtype") or "float32"),
@@ -276,6 +290,11 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         result.failures = 0
     result.status = (ReproStatus.REPRODUCIBLE if result.failures == tries else
                      ReproStatus.FLAKY if result.failures else ReproStatus.NOT_REPRODUCED)
+    releases = [*campaign_releases(c.backends.all(), target), *extra]
+    if releases and result.failures:
+        result.releases = check_releases(releases, lambda py: verify(out, 1, **{**check, "python": py})[0] > 0, say)
+        if ABSENT in result.releases.values() and list(result.releases.values())[-1] == ABSENT:
+            result.notes.append(f"{list(result.releases)[-1]} does not show it: {release_words(result.releases)}")
     (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
                                               output, result, cluster or {}, script))
     say(f"{result.status}: repro.py ({script.form}, {script.lines} lines) failed {result.failures} of {tries} runs")
@@ -391,7 +410,8 @@ def _title(record: dict, backend: str, v) -> str:
 
 
 def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 300, tries: int = 3,
-                      allow_plugins: bool = False, progress=None, allow_exec_options: bool = False) -> ReproResult:
+                      allow_plugins: bool = False, progress=None, allow_exec_options: bool = False,
+                      against: tuple = ()) -> ReproResult:
     """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
     from gapfuzz.analysis.api import load_run
 
@@ -408,7 +428,8 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
                          f"(triage and report read it where it is)")
     out = Path(out_dir) if out_dir else run.path / "repros" / row["cluster"]
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
-                     allow_plugins=allow_plugins, progress=progress, allow_exec_options=allow_exec_options)
+                     allow_plugins=allow_plugins, progress=progress, allow_exec_options=allow_exec_options,
+                     against=against)
 
 
 def _missing(v) -> bool:

@@ -11,6 +11,7 @@ from gapfuzz.results.columns import recipe_of, text
 from gapfuzz.core.text import code_span, fenced, printable
 from gapfuzz.workers.judge.culprit import in_words
 from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.fuzzer.repro.across import in_words as release_words
 
 
 @functools.lru_cache(maxsize=1)
@@ -56,7 +57,7 @@ def _consensus(record: dict) -> str:
 def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, code: str, output: str, result,
                cluster: dict, script=None) -> str:
     cls = target.backend_cls()
-    version = cls.version()
+    version = record.get("backend_version") or cls.version()  # the release it ran (an environment's, maybe)
     kind = f"ends in {record['status']} at the {record.get('stage')} stage"
     if record["status"] == Status.MISMATCH:
         kind = {Verdict.REFERENCE_DIVERGENT: "diverges from PyTorch eager, and float64 sides with this backend: "
@@ -84,6 +85,9 @@ def bug_report(title: str, record: dict, target: BackendSpec, final, recipe, cod
         f"The reproducer {verdict}.", "",
         *[f"**Note:** {n}" for n in getattr(result, "notes", [])], *([""] if getattr(result, "notes", []) else []),
         *(["## Where in the compiler", "", culprit, ""] if (culprit := in_words(record)) else []),
+        *(["## Releases", "", *(f"- {r}: {v}" for r, v in result.releases.items()), "",
+           *([f"It is {words}.", ""] if (words := release_words(result.releases)) else [])]
+          if getattr(result, "releases", None) else []),
         "## Reproduce", "",
         f"`python repro.py` ({form}; it needs {needs}). It exits 1 while the bug is present.", "",
         *(["Rules it meets: " + "; ".join(script.rules) + ".", ""] if getattr(script, "rules", None) else []),

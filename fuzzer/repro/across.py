@@ -1,0 +1,83 @@
+"""A reproducer checked on every release: those of its stack the campaign ran, and any the user adds
+(``gapfuzz repro ... --against onnxruntime==1.33.0``, the newest), each in its own environment
+(``workers.run.releases``), so that a report names the release that broke it and none is filed against a
+defect the newest release has fixed.
+"""
+from __future__ import annotations
+
+import sys
+
+from packaging.version import InvalidVersion, Version
+
+from gapfuzz.core.registry import did_you_mean
+from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.releases import VERSION_PATTERN, Release, ReleaseError, environment, installed_version
+
+SHOWS, ABSENT = "shows it", "does not show it"
+
+
+class AgainstError(ValueError):
+    """A ``--against`` that names no release of the target's stack (one line)."""
+
+
+def parse_against(target: BackendSpec, given: str) -> Release:
+    """``STACK==RELEASE`` (the stack or its distribution, or torch) as the target's release with that pin."""
+    name, mark, version = given.partition("==")
+    dist = target.backend_cls().release_distribution()
+    names = {n: d for n, d in ((target.stack, dist), (dist, dist), ("torch", "torch")) if d}
+    if not mark or not VERSION_PATTERN.match(version):
+        raise AgainstError(f"--against {given!r}: STACK==RELEASE is expected, e.g. {target.stack}==1.0")
+    if name.lower() not in names:
+        raise AgainstError(f"--against {given!r}: {name!r} is not {target.name}'s stack or torch"
+                           f"{did_you_mean(name, list(names))}")
+    return Release.of({**dict(target.release.pins if target.release else ()), names[name.lower()]: version})
+
+
+def campaign_releases(specs: list[BackendSpec], target: BackendSpec) -> list[Release | None]:
+    """The releases the campaign ran of the target's line (None: the installed one), when it ran several."""
+    line = [s for s in specs if s.line == target.line]
+    return [s.release for s in line] if len(line) > 1 else []
+
+
+def _order(release: Release):
+    try:
+        return tuple(Version(v) for _, v in release.pins)
+    except InvalidVersion:
+        return ()
+
+
+def check_releases(releases: list[Release | None], verify, say) -> dict[str, str]:
+    """``verify(python)`` (one fresh run of repro.py: whether it showed the bug) in each release's environment
+    (None: the installed one), oldest first: {release in words: shows it / does not show it / why not run}."""
+    dists = sorted({d for r in releases if r for d, _ in r.pins})
+    installed = Release.of({d: installed_version(d) or "unknown" for d in dists})
+    unique = {str(r or installed): r or installed for r in releases if (r or installed).pins}
+    out = {}
+    for text, release in sorted(unique.items(), key=lambda item: _order(item[1])):
+        try:
+            python = sys.executable if release.installed_here else environment(release, say).python
+        except ReleaseError as e:
+            out[text] = f"not checked: {e}"
+            continue
+        say(f"repro.py under {text}")
+        out[text] = SHOWS if verify(python) else ABSENT
+    return out
+
+
+def in_words(checked: dict[str, str]) -> str:
+    """``worked in onnxruntime 1.31.1, wrong in 1.32.0`` (a regression), ``fixed in ...``, ``in every release
+    checked``; empty when fewer than two releases ran."""
+    ran = [(r, v) for r, v in checked.items() if v in (SHOWS, ABSENT)]
+    if len(ran) < 2:
+        return ""
+    shows = [v == SHOWS for _, v in ran]
+    if all(shows):
+        return f"shows in every release checked ({', '.join(r for r, _ in ran)})"
+    if shows[-1]:
+        last_absent = max(i for i, s in enumerate(shows) if not s)
+        return f"a regression: worked in {ran[last_absent][0]}, wrong in {ran[last_absent + 1][0]}" + \
+            (f" (and every later one checked, up to {ran[-1][0]})" if last_absent + 1 < len(ran) - 1 else "")
+    if any(shows):
+        return f"fixed: {ran[-1][0]}, the newest checked, does not show it (shown in " \
+               f"{', '.join(r for (r, _), s in zip(ran, shows) if s)}); check before filing"
+    return f"not shown by any release checked here ({', '.join(r for r, _ in ran)})"
