@@ -1,0 +1,180 @@
+"""Releases as backends: a campaign's ``versions:`` and ``torch:`` expanded, each release's environment made
+once and cached, pip's failures said in one line, and a test stack whose release 2.0 breaks one operator:
+one cluster, marked a regression at 2.0, whose reproducer is checked on both releases."""
+from __future__ import annotations
+
+import pytest
+
+from gapfuzz.core.strict_yaml import load
+from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict, manifest_of
+from gapfuzz.fuzzer.repro.across import ABSENT, SHOWS, AgainstError, in_words, parse_against
+from gapfuzz.workers.run.releases import Release, ReleaseError, environment, matches, why_not
+
+from .conftest import gapfuzz
+from .release_backend import write_wheels
+
+STACK = "tests.release_backend:Released"
+CAMPAIGN = """
+name: rel
+seed: 3
+seeds:
+  - {source: ops, include: ["ops/tanh/float32/*", "ops/relu/float32/*"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0}
+probes: {per_variant: 2}
+backends:
+  targets:
+    - {class: "%s", versions: %s}
+pools:
+  cpu: {workers: 1}
+run: {repeats: 1}
+"""
+
+
+@pytest.fixture
+def wheels(tmp_path, monkeypatch):
+    """relstack's releases in a folder pip finds them in, and nowhere else; environments under tmp_path."""
+    folder = write_wheels(tmp_path / "wheels")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("GAPFUZZ_CACHE_DIR", str(tmp_path / "cache"))
+    return folder
+
+
+def campaign(text: str):
+    return from_dict(load(text, "t"), "t")
+
+
+def test_versions_and_torch_expand_into_one_backend_per_release():
+    c = campaign("""
+name: r
+seeds: [{source: ops, include: ["ops/tanh/float32/*"]}]
+backends:
+  targets:
+    - {backend: onnxruntime@cpu, versions: ["1.31.1", "1.32.0"]}
+    - {backend: inductor@cpu, torch: "2.13.0"}
+    - inductor@cpu
+""")
+    names = [t.name for t in c.backends.targets]
+    assert names == ["onnxruntime-1.31.1@cpu", "onnxruntime-1.32.0@cpu", "inductor-torch2.13.0@cpu", "inductor@cpu"]
+    lines = {t.name: t.line for t in c.backends.targets}
+    assert set(lines.values()) == {"onnxruntime@cpu", "inductor@cpu"}
+    old = c.backends.targets[2]
+    assert old.release == Release.of({"torch": "2.13.0"}) and old.pool == "cpu~torch==2.13.0"
+    backends = manifest_of(c).backends
+    assert backends["inductor-torch2.13.0@cpu"]["release"] == {"torch": "2.13.0"}
+    assert backends["inductor@cpu"]["line"] == "inductor@cpu" and "torch" in backends["inductor@cpu"]["release"]
+    assert backends["onnxruntime-1.31.1@cpu"]["release"] == {"onnxruntime": "1.31.1"}
+
+
+@pytest.mark.parametrize("entry, phrase", [
+    ('{class: "tests.planted_backend:PlantedFaults", versions: ["1.0"]}', "has no releases to choose"),
+    ('{backend: inductor@cpu, versions: ["2.13.0"], torch: "2.13.0"}', "not both"),
+    ('{backend: onnxruntime@cpu, versions: ["1.31.1"], images: {"1.30": "x"}}', "is not one of its versions"),
+    ('{backend: onnxruntime@cpu, versions: ["latest"]}', "versions"),
+])
+def test_a_release_that_cannot_be_named_is_one_line(entry, phrase):
+    with pytest.raises(CampaignError, match=phrase):
+        campaign(f"name: r\nseeds: [{{source: ops, include: [\"ops/tanh/float32/*\"]}}]\n"
+                 f"backends:\n  targets:\n    - {entry}\n")
+
+
+def test_the_reference_runs_one_release_and_the_oracle_runs_beside_it():
+    with pytest.raises(CampaignError, match="runs in one release"):
+        campaign("name: r\nseeds: [{source: ops}]\nbackends:\n  reference: {backend: eager@cpu, versions: [\"2.13.0\"]}"
+                 "\n  targets: [inductor@cpu]\n")
+    c = campaign("name: r\nseeds: [{source: ops}]\nbackends:\n  reference: {backend: eager@cpu, torch: \"2.13.0\"}\n"
+                 "  targets: [inductor@cpu]\n")
+    assert c.oracle.release == c.reference.release == Release.of({"torch": "2.13.0"})
+
+
+def test_pins_match_as_pip_matches_them():
+    assert matches("2.13.0+cpu", "2.13.0") and not matches("2.13.1", "2.13.0") and not matches(None, "1.0")
+
+
+def test_pip_failures_in_one_phrase():
+    r = Release.of({"onnxruntime": "1.31.9"})
+    missing = ("ERROR: Could not find a version that satisfies the requirement onnxruntime==1.31.9 (from versions: "
+               "1.30.0, 1.31.0, 1.31.1, 1.32.0)\nERROR: No matching distribution found for onnxruntime==1.31.9\n")
+    assert why_not(missing, r) == ("the package index has no onnxruntime 1.31.9 (did you mean '1.31.1'?) "
+                                   "(it has 1.30.0, 1.31.0, 1.31.1, 1.32.0)")
+    conflict = ("ERROR: Cannot install torch==1.0 because these package versions have conflicting dependencies.\n\n"
+                "The conflict is caused by:\n    The user requested torch==1.0\n"
+                "    The user requested (constraint) torch<=2.14.1\n\nTo fix this you could try to:\n")
+    assert "torch==1.0; The user requested (constraint) torch<=2.14.1" in why_not(conflict, r)
+
+
+def test_against_names_a_release_of_the_targets_stack():
+    c = campaign("name: r\nseeds: [{source: ops}]\nbackends:\n  targets: [{backend: onnxruntime@cpu, "
+                 "versions: [\"1.31.1\"]}]\n")
+    target = c.backends.targets[0]
+    assert parse_against(target, "onnxruntime==1.33.0") == Release.of({"onnxruntime": "1.33.0"})
+    assert parse_against(target, "torch==2.13.0") == Release.of({"onnxruntime": "1.31.1", "torch": "2.13.0"})
+    for bad in ("openvino==2026.4.1", "onnxruntime", "onnxruntime==latest"):
+        with pytest.raises(AgainstError):
+            parse_against(target, bad)
+
+
+def test_release_words():
+    assert in_words({"x 1.0": ABSENT, "x 2.0": SHOWS}) == "a regression: worked in x 1.0, wrong in x 2.0"
+    assert in_words({"x 1.0": SHOWS, "x 2.0": ABSENT}).startswith("fixed: x 2.0")
+    assert in_words({"x 1.0": SHOWS, "x 2.0": SHOWS}).startswith("shows in every release")
+    assert in_words({"x 2.0": SHOWS}) == ""
+
+
+def test_an_environment_is_made_once_and_holds_its_release(wheels):
+    import subprocess
+
+    release = Release.of({"relstack": "1.0"})
+    made = environment(release)
+    assert made.made_s is not None
+    out = subprocess.run([made.python, "-c", "import relstack, gapfuzz.core.bugs; print(relstack.__version__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1.0"
+    again = environment(release)
+    assert again.made_s is None and again.python == made.python  # cached: a later campaign reuses it
+    with pytest.raises(ReleaseError, match=r"no relstack 3.0 \(did you mean '2.0'\?\)"):
+        environment(Release.of({"relstack": "3.0"}))
+    with pytest.raises(ReleaseError, match="requires a different Python"):
+        environment(Release.of({"relstack": "0.9"}))  # a wheel that fits no Python 3
+    assert not Release.of({"relstack": "0.9"}).folder.exists()  # nothing half-made is left to be used
+
+
+@pytest.mark.parametrize("versions, phrase", [
+    ('["3.0"]', "no relstack 3.0"),
+    ('["0.9"]', "requires a different Python"),
+])
+def test_a_release_that_cannot_be_had_stops_the_campaign_before_anything_is_written(tmp_path, wheels, versions,
+                                                                                   phrase):
+    path = tmp_path / "c.yaml"
+    path.write_text(CAMPAIGN % (STACK, versions))
+    proc = gapfuzz("run", path, "--out", tmp_path / "out", cwd=tmp_path, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("gapfuzz:")]
+    assert proc.returncode == 2 and len(lines) == 1 and phrase in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.ray
+def test_a_regression_in_release_two_is_one_cluster_marked_at_two_and_its_reproducer_says_so(tmp_path, wheels):
+    from gapfuzz.analysis.api import load_run
+
+    path = tmp_path / "c.yaml"
+    path.write_text(CAMPAIGN % (STACK, '["1.0", "2.0"]'))
+    gapfuzz("run", path, "--out", tmp_path / "out", cwd=tmp_path, timeout=600, check=True)
+    run = load_run(tmp_path / "out")
+    records = run.records(["backend", "backend_version"])
+    assert dict(records.groupby("backend")["backend_version"].first()) == {
+        "eager@cpu": records.loc[records["backend"] == "eager@cpu", "backend_version"].iloc[0],
+        "eager-fp64@cpu": records.loc[records["backend"] == "eager-fp64@cpu", "backend_version"].iloc[0],
+        "relstack-1.0@cpu": "1.0", "relstack-2.0@cpu": "2.0"}
+    found = run.clusters()
+    assert len(found) == 1, found
+    row = found.iloc[0]
+    assert row["first_div_op"] == "aten.tanh.default" and row["release_mark"] == "regression", row
+    assert row["first_release"] == "relstack 2.0", row
+    proc = gapfuzz("repro", tmp_path / "out", row["cluster"], "--allow-plugins", "--tries", "1",
+                   "--against", "relstack==1.0", cwd=tmp_path, timeout=600)
+    assert "under relstack 1.0: does not show it" in proc.stdout and "under relstack 2.0: shows it" in proc.stdout, \
+        proc.stdout + proc.stderr
+    report = (tmp_path / "out" / "repros" / row["cluster"] / "report.md").read_text()
+    assert "a regression: worked in relstack 1.0, wrong in relstack 2.0" in report
