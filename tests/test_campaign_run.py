@@ -101,6 +101,7 @@ def _catalog(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(run_dir / "catalog" / "rows")
 
 
+@pytest.mark.slow  # about 200 s on two cores: run with -m slow (CI keeps the release-axis campaign instead)
 def test_kill_minus_9_three_times_and_ctrl_c_then_resume_equal_a_clean_run(tmp_path, write_campaign):
     """Stopped at three moments by SIGKILL and once by Ctrl-C, resumed each time: the records and the seed
     catalog end equal to a clean run's, each (variant, backend) and each seed exactly once."""
