@@ -18,6 +18,7 @@ _UNSUPPORTED = re.compile(
     r"could not run .* with arguments from the|not available for|is not implemented for", re.I)
 _OOM = re.compile(r"out of memory|can't allocate memory|cannot allocate memory|bad_alloc|"
                   r"failed to allocate|std::bad_alloc", re.I)
+UNSUPPORTED_ERRORS = ("NotImplementedError", "MissingOperator")  # a harness error that says a release lacks it
 UNUSABLE = "UnusableHere"  # error_type of a pair skipped because its stack cannot run on its host (fuzzer.unusable)
 
 
@@ -64,8 +65,11 @@ class Failure:
 
     @classmethod
     def from_error(cls, error: dict, stage: Stage | None) -> Failure:
-        """From ``describe``'s dict, as a sandbox sends it back."""
-        return cls(Status.ERROR, stage, error["error_type"], error["message"])
+        """From ``describe``'s dict, as a sandbox sends it back: unsupported where it says what is missing (an
+        operator a release lacks, ``core.ir.MissingOperator``), else an error."""
+        short = str(error["error_type"]).rsplit(".", 1)[-1]
+        return cls(Status.UNSUPPORTED if short in UNSUPPORTED_ERRORS else Status.ERROR, stage, error["error_type"],
+                   error["message"])
 
     @classmethod
     def from_fault(cls, fault, stage: Stage | None) -> Failure:

@@ -29,6 +29,11 @@ class IRError(ValueError):
     """A graph holds something the IR cannot represent (a fuzzer bug, raised loudly)."""
 
 
+class MissingOperator(IRError):
+    """A graph calls an operator this torch does not have: one from another release (``workers.run.releases``),
+    which a run records as unsupported, not as a defect."""
+
+
 # ---------------------------------------------------------------- targets and arguments
 def target_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
@@ -67,7 +72,8 @@ def resolve_target(name: str):
     try:
         op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
     except (AttributeError, RuntimeError):
-        raise IRError(f"graph target {name!r}: no such operator in this torch") from None
+        raise MissingOperator(f"graph target {name!r}: not supported by torch {torch.__version__}, which has no "
+                              f"such operator") from None
     if not isinstance(op, torch._ops.OpOverload):
         raise IRError(f"graph target {name!r} is not an operator overload")
     return op

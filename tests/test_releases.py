@@ -178,3 +178,17 @@ def test_a_regression_in_release_two_is_one_cluster_marked_at_two_and_its_reprod
         proc.stdout + proc.stderr
     report = (tmp_path / "out" / "repros" / row["cluster"] / "report.md").read_text()
     assert "a regression: worked in relstack 1.0, wrong in relstack 2.0" in report
+
+
+def test_an_operator_this_torch_lacks_is_unsupported_not_a_defect():
+    from gapfuzz.core.bugs import Stage, Status
+    from gapfuzz.core.failures import Failure, describe
+    from gapfuzz.core.ir import MissingOperator, resolve_target
+
+    with pytest.raises(MissingOperator, match="not supported by torch"):
+        resolve_target("aten.linalg_polar_of_a_later_release.default")
+    try:
+        resolve_target("aten.linalg_polar_of_a_later_release.default")
+    except MissingOperator as e:
+        assert Failure.from_error(describe(e), Stage.RUN).status == Status.UNSUPPORTED
+    assert Failure.from_error({"error_type": "KeyError", "message": "x"}, Stage.RUN).status == Status.ERROR
