@@ -192,3 +192,12 @@ def test_an_operator_this_torch_lacks_is_unsupported_not_a_defect():
     except MissingOperator as e:
         assert Failure.from_error(describe(e), Stage.RUN).status == Status.UNSUPPORTED
     assert Failure.from_error({"error_type": "KeyError", "message": "x"}, Stage.RUN).status == Status.ERROR
+
+
+def test_a_release_pool_runs_in_its_own_ray_runtime_environment():
+    from gapfuzz.workers.run.releases import runtime_env
+
+    r = Release.of({"onnxruntime": "1.31.1"})
+    assert runtime_env(r, "/envs/x/bin/python") == {"py_executable": "/envs/x/bin/python"}  # this machine's
+    assert runtime_env(r, None) == {"pip": {"packages": ["onnxruntime==1.31.1"]}}  # a cluster's nodes make it
+    assert runtime_env(r, None, "registry.example.com/ort:1.31.1") == {"image_uri": "registry.example.com/ort:1.31.1"}
