@@ -109,6 +109,8 @@ def environment(release: Release, say=None) -> Environment:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another campaign making the same one: wait for it, then use it
         python = folder / "bin" / "python"
         if (folder / READY).exists() and python.exists():
+            if say:
+                say(f"environment for {release}: {folder} (made by an earlier campaign)")
             return Environment(release, str(python), None)
         t0 = time.monotonic()
         if say:
