@@ -192,3 +192,26 @@ def test_a_nan_or_inf_divergence_at_the_overflow_edge_is_keyed_as_the_numeric_on
     assert bug_key(record("nonfinite", "edge:max")) == numeric == bug_key(record("nonfinite", "edge:log-max"))
     assert bug_key(record("nonfinite", "special:nan:single")) != numeric  # a NaN fed in: its own pattern
     assert bug_key(record("nonfinite", "edge:nan-sign")) != numeric
+
+
+def test_a_shrink_candidate_is_keyed_as_the_probe_its_inputs_came_from():
+    """A candidate runs the probe's inputs as its example: keyed as the example, an overflow-edge cluster
+    (nonfinite there, keyed numeric) would never show again, and repro would give up at once."""
+    from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.run.registry import parse_backend
+
+    def run(backend, **columns):
+        return RunRecord(campaign="", variant_id="v", seed_id="s", backend=backend, stack=backend.split("@")[0],
+                         device="cpu", probe="example", worker_s=0.0, **columns)
+
+    outcomes = [run("eager@cpu", status="ok"),
+                run("inductor@cpu", status="mismatch", stage="compare", verdict="target-divergent",
+                    symptom="nonfinite", output_dtype="float32")]
+    key = bug_key(dict(backend="inductor@cpu", stack="inductor", device="cpu", status="mismatch", stage="compare",
+                       verdict="target-divergent", symptom="nonfinite", probe="edge:log-max", output_dtype="float32"))
+    for probe, shown in (("edge:log-max", True), (None, False)):
+        same = SameBug(parse_backend("inductor@cpu"), parse_backend("eager@cpu"), None, key, None, "s", probe=probe)
+        same._run = lambda v, settings: outcomes
+        assert same(type("V", (), {"ops": ()})()) is shown
+        same.close()

@@ -117,7 +117,7 @@ def test_against_names_a_release_of_the_targets_stack():
 
 def test_release_words():
     assert in_words({"x 1.0": ABSENT, "x 2.0": SHOWS}) == "a regression: worked in x 1.0, wrong in x 2.0"
-    assert in_words({"x 1.0": SHOWS, "x 2.0": ABSENT}).startswith("fixed: x 2.0")
+    assert in_words({"x 1.0": SHOWS, "x 2.0": ABSENT}).startswith("fixed in x 2.0, the newest")
     assert in_words({"x 1.0": SHOWS, "x 2.0": SHOWS}).startswith("shows in every release")
     assert in_words({"x 2.0": SHOWS}) == ""
 

@@ -78,6 +78,6 @@ def in_words(checked: dict[str, str]) -> str:
         return f"a regression: worked in {ran[last_absent][0]}, wrong in {ran[last_absent + 1][0]}" + \
             (f" (and every later one checked, up to {ran[-1][0]})" if last_absent + 1 < len(ran) - 1 else "")
     if any(shows):
-        return f"fixed: {ran[-1][0]}, the newest checked, does not show it (shown in " \
+        return f"fixed in {ran[-1][0]}, the newest release checked (shown in " \
                f"{', '.join(r for (r, _), s in zip(ran, shows) if s)}); check before filing"
     return f"not shown by any release checked here ({', '.join(r for r, _ in ran)})"

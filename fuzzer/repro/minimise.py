@@ -230,7 +230,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     output_kind = record.get("output_kind") or "tensor"
     # checked in one warm worker; a crash, a hang or running out of memory (the process goes) in a fresh one each
     same_bug = SameBug(target, reference, c.oracle, key, settings, record["seed_id"], output_kind,
-                       fresh=record["status"] in (Status.CRASH, *LIMITS), sandbox=Sandbox(python=python))
+                       fresh=record["status"] in (Status.CRASH, *LIMITS), sandbox=Sandbox(python=python),
+                       probe=record.get("probe"))
     predicate, counts = counted(same_bug)
     out.mkdir(parents=True, exist_ok=True)
     result = ReproResult(str(out), ReproStatus.NOT_REPRODUCED, nodes_before=variant.node_count, backend=target.name,
@@ -294,7 +295,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     if releases and result.failures:
         result.releases = check_releases(releases, lambda py: verify(out, 1, **{**check, "python": py})[0] > 0, say)
         if ABSENT in result.releases.values() and list(result.releases.values())[-1] == ABSENT:
-            result.notes.append(f"{list(result.releases)[-1]} does not show it: {release_words(result.releases)}")
+            words = release_words(result.releases)
+            result.notes.append(words[:1].upper() + words[1:])
     (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
                                               output, result, cluster or {}, script))
     say(f"{result.status}: repro.py ({script.form}, {script.lines} lines) failed {result.failures} of {tries} runs")

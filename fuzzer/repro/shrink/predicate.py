@@ -26,12 +26,15 @@ class SameBug:
 
     def __init__(self, target: BackendSpec, reference: BackendSpec, oracle: BackendSpec | None, key: BugKey,
                  settings: JudgeSettings, seed_id: str, output_kind: str = "tensor", fresh: bool = True,
-                 sandbox: Sandbox | None = None):
+                 sandbox: Sandbox | None = None, probe: str | None = None):
         self.specs = [s for s in (reference, oracle, target) if s is not None]
         self.target_name, self.key, self.fresh = target.name, key, fresh
         self.settings, self.seed_id, self.output_kind = settings, seed_id, output_kind
         self.sandbox = sandbox or Sandbox()
         self.calls = 0
+        # the probe the bug showed on: a candidate runs its inputs as its example, and is keyed as that probe
+        # (a divergence at an overflow edge is keyed as numeric there, core.bugs)
+        self.probe = probe
         self.bisected = 0  # candidate runs that were bisected: none, as core.bugs says (shrink.json shows it)
 
     def __call__(self, v: Variant) -> bool:
@@ -43,7 +46,8 @@ class SameBug:
         self.bisected += any(getattr(target, c, None) is not None for c in ("bisect_s", "bisect_error", "culprit"))
         missing_check = self.key.kind == Kind.DISCREPANCY and self.key["symptom"].startswith(Symptom.MISSING_ERROR)
         reference_ran = outcomes[0].status == Status.OK or missing_check  # eager's check is the bug's half
-        return reference_ran and self.key.shown_by(bug_key(target.key_fields()), v.ops)
+        fields = {**target.key_fields(), **({"probe": self.probe} if self.probe else {})}
+        return reference_ran and self.key.shown_by(bug_key(fields), v.ops)
 
     def explanation(self, v: Variant) -> str | None:
         """What triage's hypotheses (a lower precision, another option set) say of ``v``'s divergence, run
