@@ -156,7 +156,7 @@ class CampaignJobs:
             if v.unmutated:
                 self._unmutated(build, v, missing)
                 continue
-            devices = deque(d for d in self.pools.devices
+            devices = deque(d for d in self.pools.names
                             if d == self.pools.home or any(self.pools.specs[n].pool == d for n in missing))
             payload = build.payloads.pop(v.variant_id)  # each variant holds its own payload, freed when it is done
             out.append(VariantWork(build, v, payload, missing, devices, builder=done.actor))

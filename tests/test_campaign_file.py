@@ -94,7 +94,7 @@ def test_unavailable_targets_are_an_error_unless_skipped(tmp_path):
     given["backends"]["skip_unavailable"] = True
     d = Driver(from_dict(given, "c.yaml"), tmp_path)
     d.check_available()
-    assert "eager@cuda" not in d.pools.specs and "inductor@cpu" in d.pools.specs and d.pools.devices == ["cpu"]
+    assert "eager@cuda" not in d.pools.specs and "inductor@cpu" in d.pools.specs and d.pools.names == ["cpu"]
     only_cuda = {**BASE, "backends": {"targets": ["eager@cuda"], "skip_unavailable": True}}
     with pytest.raises(CampaignError, match="no target backend is available"):
         Driver(from_dict(only_cuda, "c.yaml"), tmp_path).check_available()

@@ -35,11 +35,11 @@ class Pools:
         self.reference = campaign.reference.name
         self.oracle = campaign.oracle.name if campaign.oracle else None
         self.home = campaign.reference.pool  # where the reference runs: every variant's first pool
-        self.settings: dict[str, PoolSettings] = {p: self._settings(p) for p in self.devices}
+        self.settings: dict[str, PoolSettings] = {p: self._settings(p) for p in self.names}
         self.released = False  # whether each release's pool has its runtime environment (``releases``)
 
     @property
-    def devices(self) -> list[str]:
+    def names(self) -> list[str]:
         """The pools, the reference's first: one per device kind, and one per release not installed here."""
         return sorted({s.pool for s in self.specs.values()} | {BUILD_DEVICE}, key=lambda d: (d != self.home, d))
 
@@ -80,7 +80,7 @@ class Pools:
                 raise CampaignError(f"{self.c.source}: backend {spec.name} is not available here: {why}")
         if len(self.specs) <= 1 + (self.oracle is not None):
             raise CampaignError(f"{self.c.source}: no target backend is available here")
-        self.settings = {d: s for d, s in self.settings.items() if d in self.devices}
+        self.settings = {d: s for d, s in self.settings.items() if d in self.names}
         self.releases(here=True, say=_say)
 
     def connect(self, address: str | None) -> bool:
@@ -115,7 +115,7 @@ class Pools:
         if not self.c.backends.skip_unavailable:
             return []
         dropped = []
-        for d in [d for d in self.devices if d not in (self.home, BUILD_DEVICE)]:
+        for d in [d for d in self.names if d not in (self.home, BUILD_DEVICE)]:
             why = unplaceable(self.settings[d])
             if why:
                 names = [n for n, spec in self.specs.items() if spec.pool == d]
