@@ -201,3 +201,15 @@ def test_a_release_pool_runs_in_its_own_ray_runtime_environment():
     assert runtime_env(r, "/envs/x/bin/python") == {"py_executable": "/envs/x/bin/python"}  # this machine's
     assert runtime_env(r, None) == {"pip": {"packages": ["onnxruntime==1.31.1"]}}  # a cluster's nodes make it
     assert runtime_env(r, None, "registry.example.com/ort:1.31.1") == {"image_uri": "registry.example.com/ort:1.31.1"}
+
+
+def test_the_plan_says_which_environments_a_run_would_make(wheels):
+    from gapfuzz.fuzzer.config.plan import plan_lines
+
+    c = campaign(CAMPAIGN % (STACK, '["1.0"]'))
+    release = Release.of({"relstack": "1.0"})
+    assert f"release relstack 1.0: its environment will be made in {release.folder}" in \
+        plan_lines(c, ["ops/tanh/float32/0"])
+    environment(release)
+    assert f"release relstack 1.0: its environment is cached in {release.folder}" in \
+        plan_lines(c, ["ops/tanh/float32/0"])

@@ -205,6 +205,13 @@ def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
     return work
 
 
+def ready(release) -> bool:
+    """Whether an earlier campaign made ``release``'s environment (``workers.run.releases``)."""
+    from gapfuzz.workers.run.releases import READY
+
+    return (release.folder / READY).exists()
+
+
 def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
     """What a campaign would run, for ``gapfuzz run --check``: its seeds and variants per mode, then the
     (variant, backend) pairs and the runs (a pair runs each of its probes) per backend and mode."""
@@ -227,4 +234,7 @@ def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
     total = sum(r[2] for r in rows)
     lines.append(f"{'total':<{width}}  {'':<10} {total:>7} {total * c.probes.per_variant:>8}")
     lines.append("runs: pairs x probes per variant (relation and layout probes come beside them); nothing was run")
+    for r in dict.fromkeys(s.release for s in c.backends.all() if s.pool != s.device):  # releases not installed
+        made = ready(r)
+        lines.append(f"release {r}: its environment {'is cached' if made else 'will be made'} in {r.folder}")
     return lines
