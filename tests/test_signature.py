@@ -23,3 +23,14 @@ def test_a_rank_0_onnx_shape_templates_like_any_other_shape():
     the same missing-argument defect into a cluster of its own."""
     msg = "Args: (SymbolicTensor(name='x', type=Tensor(FLOAT), shape=Shape({})),). Kwargs: {{}}."
     assert template(msg.format("[]")) == template(msg.format("[2, 1026]"))
+
+
+def test_a_type_constraint_printed_in_a_sets_order_is_one_template():
+    """ONNX Script names a type constraint's types in a set's order, which changes per process: the same
+    missing-argument defect must not split into clusters (nor, across releases, into a regression and a fix)."""
+    msg = ("<class 'ValueError'>: Required parameter 'dim' is not provided. Signature: pkg.onnxscript.torch_lib::"
+           "aten_amin(self: TRealOrUInt8, dim: T_dim, keepdim: INT = 0) -> (TRealOrUInt8) where TRealOrUInt8={}, "
+           "T_dim=INT32 | INT64")
+    a, b = template(msg.format("INT8 | DOUBLE | FLOAT | UINT8")), template(msg.format("UINT8 | FLOAT | INT8 | DOUBLE"))
+    assert a == b and "TRealOrUInt8=<types>" in a
+    assert template("x: A=INT8 | FLOAT") != template("y: A=INT8 | FLOAT")
