@@ -7,8 +7,9 @@ line each belongs to and its release (``"line"``, the name without the release, 
 (``core.bugs``), so one defect seen in two releases is one cluster; what this module adds is in which
 of its line's releases it shows, which is what a vendor asks first ("since when?").
 
-A release is *tried* for a cluster when its backend ran one of the cluster's variants (a skipped
-record is no run); it *shows* the cluster when one of its runs is in it. Releases are ordered by
+A release is *tried* for a cluster when its backend ran one of the cluster's variants to the end (ok or
+mismatch: a skipped record, or a run that failed otherwise first, says nothing of this bug); it *shows* the
+cluster when one of its runs is in it. Releases are ordered by
 version (``packaging``; as text where one does not parse). Over the releases tried, oldest first, a
 cluster is a ``regression`` (shown in the newest, not in some earlier one; it names the first release
 that shows it after the last that does not: where to bisect), ``fixed`` (shown in an earlier one, not
@@ -121,7 +122,9 @@ def mark(clusters: pd.DataFrame, df: pd.DataFrame, ids: pd.Series, backends: dic
         return out
     mine = pd.Series(own).isin(set(shown["c"])).to_numpy()  # the runs of clusters a release of a line shows
     variants = pd.DataFrame({"c": own[mine], "v": variant[mine]}).drop_duplicates()
-    ran = df["backend"].isin(line_of).to_numpy() & (df["status"] != Status.SKIPPED).to_numpy()
+    # a release ran a variant when its run got to the end (ok or mismatch): one that failed before (another
+    # error, a compile that did not finish) cannot say the cluster is absent there
+    ran = df["backend"].isin(line_of).to_numpy() & df["status"].isin([Status.OK, Status.MISMATCH]).to_numpy()
     runs = pd.DataFrame({"v": variant[ran], "b": backend[ran]}).drop_duplicates()
     tried = variants.merge(runs, on="v")[["c", "b"]].drop_duplicates().groupby("c")["b"].agg(set)
     kinds = dict(zip(out["cluster"], out["kind"]))

@@ -14,6 +14,7 @@ from gapfuzz.workers.run.registry import BackendSpec
 from gapfuzz.workers.run.releases import VERSION_PATTERN, Release, ReleaseError, environment, installed_version
 
 SHOWS, ABSENT = "shows it", "does not show it"
+SCRIPT_FAILED = 4  # verify's exit status for a repro.py that raised (fuzzer.repro.minimise.verify)
 
 
 class AgainstError(ValueError):
@@ -47,8 +48,9 @@ def _order(release: Release):
 
 
 def check_releases(releases: list[Release | None], verify, say) -> dict[str, str]:
-    """``verify(python)`` (one fresh run of repro.py: whether it showed the bug) in each release's environment
-    (None: the installed one), oldest first: {release in words: shows it / does not show it / why not run}."""
+    """``verify(python)`` (one fresh run of repro.py: how many showed the bug, and its output) in each release's
+    environment (None: the installed one), oldest first: {release in words: shows it / does not show it /
+    why it says nothing there (the script itself fails: another error first)}."""
     dists = sorted({d for r in releases if r for d, _ in r.pins})
     installed = Release.of({d: installed_version(d) or "unknown" for d in dists})
     unique = {str(r or installed): r or installed for r in releases if (r or installed).pins}
@@ -60,8 +62,17 @@ def check_releases(releases: list[Release | None], verify, say) -> dict[str, str
             out[text] = f"not checked: {e}"
             continue
         say(f"repro.py under {text}")
-        out[text] = SHOWS if verify(python) else ABSENT
+        shown, output = verify(python)
+        out[text] = SHOWS if shown else ABSENT if not output.rstrip().endswith(f"[exit status {SCRIPT_FAILED}]") else \
+            f"repro.py fails there before it can tell: {_last_error(output)}"
     return out
+
+
+def _last_error(output: str) -> str:
+    """The exception line of a traceback's output: ``RuntimeError: ...`` (its first line), cut short."""
+    lines = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith("[exit status")]
+    errors = [line for line in lines if not line.startswith(("File ", "Traceback", "^", "~")) and ": " in line]
+    return " ".join((errors or lines or ["no output"])[-1].split())[:200]
 
 
 def in_words(checked: dict[str, str]) -> str:

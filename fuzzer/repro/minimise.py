@@ -38,7 +38,8 @@ from gapfuzz.fuzzer.config.backends import exec_options_allowed
 from gapfuzz.fuzzer.config.campaign import from_dict, plugin_classes, read_campaign_file
 from gapfuzz.fuzzer.generate import replay
 from gapfuzz.fuzzer.recipe import Recipe
-from gapfuzz.fuzzer.repro.across import ABSENT, AgainstError, campaign_releases, check_releases, parse_against
+from gapfuzz.fuzzer.repro.across import (ABSENT, SCRIPT_FAILED, AgainstError, campaign_releases, check_releases,
+                                         parse_against)
 from gapfuzz.fuzzer.repro.across import in_words as release_words
 from gapfuzz.fuzzer.repro.code import plugin_path, reproducer, save_inputs
 from gapfuzz.fuzzer.repro.report import bug_report
@@ -95,7 +96,7 @@ def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bo
     code = "import sys\n" + (BLOCK_GAPFUZZ if block_gapfuzz else "") + \
         "try:\n    exec(compile(open('repro.py').read(), 'repro.py', 'exec'), {'__name__': '__main__'})\n" \
         "except Exception:  # the script itself failed (exit 1 would read as the bug)\n" \
-        "    import traceback\n    traceback.print_exc()\n    sys.exit(4)\n"
+        f"    import traceback\n    traceback.print_exc()\n    sys.exit({SCRIPT_FAILED})\n"
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10 has no -P; the scratch folder stands
     for _ in range(tries):
         # output to a file and the process in its own group: a child that a crashing stack forked and
@@ -293,7 +294,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                      ReproStatus.FLAKY if result.failures else ReproStatus.NOT_REPRODUCED)
     releases = [*campaign_releases(c.backends.all(), target), *extra]
     if releases and result.failures:
-        result.releases = check_releases(releases, lambda py: verify(out, 1, **{**check, "python": py})[0] > 0, say)
+        result.releases = check_releases(releases, lambda py: verify(out, 1, **{**check, "python": py}), say)
         if ABSENT in result.releases.values() and list(result.releases.values())[-1] == ABSENT:
             words = release_words(result.releases)
             result.notes.append(words[:1].upper() + words[1:])
