@@ -213,3 +213,32 @@ def test_the_plan_says_which_environments_a_run_would_make(wheels):
     environment(release)
     assert f"release relstack 1.0: its environment is cached in {release.folder}" in \
         plan_lines(c, ["ops/tanh/float32/0"])
+
+
+def test_a_release_in_a_pool_of_its_own_joins_the_consensus_of_the_targets_beside_the_reference():
+    """The home pool hands its divergent targets' outputs on: a release run later, in its own pool, that gives
+    what they give is reference-suspect as they are (not a target-divergent cluster of its own, which across
+    releases would read as a fix or a regression that is not one)."""
+    from types import SimpleNamespace as NS
+
+    import torch
+
+    from gapfuzz.core.bugs import Verdict
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.judge.chain import consensus
+    from gapfuzz.workers.judge.compare import Tolerances
+
+    out = [torch.tensor([1.0, float("inf"), 2.0])]
+
+    def judging(witnesses):
+        here = RunRecord(campaign="", variant_id="v", seed_id="s", backend="inductor-torch2.13.0@cpu", stack="inductor",
+                         probe="p", verdict=Verdict.TARGET_DIVERGENT, judged_against="eager@cpu", worker_s=0.0)
+        c = NS(judges=NS(made={("eager@cpu", False): NS(tol=Tolerances())}), outputs=lambda o: out,
+               specs={here.backend: NS(stack="inductor")}, settings=NS(reference="eager@cpu"), probe=NS(name="p"),
+               known={("onnxruntime@cpu", "p"): out}, witnesses=witnesses, job=NS(numpy_answer=lambda p: None))
+        consensus(c, [here])
+        return here
+
+    assert judging({}).verdict == Verdict.TARGET_DIVERGENT  # alone in its pool: nobody to agree with
+    joined = judging({("onnxruntime@cpu", "p"): "onnxruntime"})
+    assert joined.verdict == Verdict.REFERENCE_SUSPECT and joined.consensus == "inductor,onnxruntime"

@@ -31,6 +31,8 @@ from gapfuzz.workers.judge.passes import Pass, PassManager
 from gapfuzz.workers.run.budget import ALIGNING, BISECTING, EXPLAINING
 from gapfuzz.workers.run.training import GRAD
 
+WITNESSES = ("witnesses", "")  # the key of the home pool's divergent targets in what it hands the later pools
+
 
 @dataclass
 class Judging:
@@ -47,6 +49,9 @@ class Judging:
     probe: object = None  # probes.Probe, on a probe
     judges: object = None  # comparisons.Judges of that probe
     here: list = field(default_factory=list)  # the probe's outcomes
+    # (backend, probe) -> stack: the home pool's targets that diverged from the reference there, whose outputs
+    # are in ``known``: witnesses for the consensus of a pool that runs later (another release, another device)
+    witnesses: dict = field(default_factory=dict)
 
     @property
     def mode(self) -> str:
@@ -86,12 +91,21 @@ def explain_by_platform(c: Judging, runs: list) -> None:
 
 
 def consensus(c: Judging, runs: list) -> None:
-    """Per judge (reference and TF32 setting), the stacks that agree with each other, eager apart."""
+    """Per judge (reference and TF32 setting), the stacks that agree with each other, eager apart; against the
+    reference, the home pool's divergent targets witness too, so that a release or device in a pool of its own
+    is judged by the same consensus as the stacks beside the reference (their records are not written here)."""
     for against, judge in c.judges.made.items():
         group = [o for o in runs if (o.judged_against, bool(o.tf32)) == against]
-        find_consensus(group, {o.backend: c.outputs(o) for o in group},
-                       {o.backend: c.specs[o.backend].stack for o in group}, judge.tol,
-                       lambda: c.job.numpy_answer(c.probe))
+        outputs = {o.backend: c.outputs(o) for o in group}
+        stacks = {o.backend: c.specs[o.backend].stack for o in group}
+        if group and against == (c.settings.reference, False):
+            seen = {b: stack for (b, probe), stack in c.witnesses.items() if probe == c.probe.name and b not in outputs}
+            group = group + [RunRecord(campaign="", variant_id="", seed_id="", backend=b, stack=stack,
+                                       probe=c.probe.name, verdict=Verdict.TARGET_DIVERGENT, judged_against=against[0],
+                                       worker_s=0.0) for b, stack in seen.items()]
+            outputs.update({b: c.known[(b, c.probe.name)] for b in seen})
+            stacks.update(seen)
+        find_consensus(group, outputs, stacks, judge.tol, lambda: c.job.numpy_answer(c.probe))
 
 
 def explain_by_tf32(c: Judging, runs: list) -> None:

@@ -16,13 +16,13 @@ import platform
 import socket
 import time
 
-from gapfuzz.core.bugs import FAILED, Stage, Status
+from gapfuzz.core.bugs import FAILED, Stage, Status, Verdict
 from gapfuzz.core.failures import Failure
 from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
 from gapfuzz.core.ids import BackendName
 from gapfuzz.results.schema import RunRecord
 
-from gapfuzz.workers.judge.chain import PROBE_CHAIN, VARIANT_CHAIN, Judging
+from gapfuzz.workers.judge.chain import PROBE_CHAIN, VARIANT_CHAIN, WITNESSES, Judging
 from gapfuzz.workers.judge.comparisons import Judges
 from gapfuzz.workers.judge.consensus import bit_exact, dtype_bound
 from gapfuzz.workers.run.executor import Executor
@@ -308,7 +308,9 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     job = VariantJob(sandbox, request.variant_id, request.payload, s, worker, fetch, clock or PairClock.of(request, s))
     outcomes = [o for spec in request.specs for o in job.run(spec)]
     t0 = time.perf_counter()
-    known = {**{k: unpacked_outputs(v) for k, v in (home_outputs or {}).items()}, **job.outputs}
+    home_outputs = dict(home_outputs or {})
+    witnesses = home_outputs.pop(WITNESSES, {})  # the home pool's divergent targets: the consensus's too
+    known = {**{k: unpacked_outputs(v) for k, v in home_outputs.items()}, **job.outputs}
     seed_outputs = [tensor_from_wire(w) for w in job.seed_outputs] if job.seed_outputs else None
     specs = {spec.name: spec for spec in request.specs}
     for o in outcomes:
@@ -317,7 +319,7 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
             if o.status in (Status.ERROR, Status.UNSUPPORTED):  # an input the model refuses: not a finding
                 o.status = Status.SKIPPED
                 o.message = f"the reference refuses this probe: {o.error_type}: {o.message or ''}"[:2000]
-    judging = Judging(job, request, s, specs, known, outcomes)
+    judging = Judging(job, request, s, specs, known, outcomes, witnesses=witnesses)
     for probe in job.probes:
         refused = known.get((s.reference, probe.name))
         if isinstance(refused, RefusedProbe):
@@ -331,7 +333,11 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
-    home = {k: packed_outputs(v) for k, v in known.items() if k[0] in (s.reference, s.oracle)}
+    mine = {(o.backend, o.probe): specs[o.backend].stack for o in outcomes if o.backend in specs and
+            o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and o.judged_against == s.reference
+            and not o.tf32}  # for the consensus of the pools that run later (a release's, another device's)
+    home = {k: packed_outputs(v) for k, v in known.items() if k[0] in (s.reference, s.oracle) or k in mine}
+    home[WITNESSES] = mine
     return outcomes, home
 
 
