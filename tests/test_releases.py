@@ -242,3 +242,17 @@ def test_a_release_in_a_pool_of_its_own_joins_the_consensus_of_the_targets_besid
     assert judging({}).verdict == Verdict.TARGET_DIVERGENT  # alone in its pool: nobody to agree with
     joined = judging({("onnxruntime@cpu", "p"): "onnxruntime"})
     assert joined.verdict == Verdict.REFERENCE_SUSPECT and joined.consensus == "inductor,onnxruntime"
+
+
+def test_a_release_where_the_reproducer_itself_fails_is_not_counted_as_absent(wheels):
+    from gapfuzz.fuzzer.repro.across import check_releases
+
+    failed = ("Traceback (most recent call last):\n  File \"repro.py\", line 9\nRuntimeError: Exception from "
+              "core.cpp:114:\nCheck 'repacking_expr' failed\nBrgemmCopyB expression is not found\n\n[exit status 4]")
+    answers = iter([(0, failed), (1, "[exit status 1]")])  # oldest first: 1.0 fails to compile, 2.0 shows it
+    checked = check_releases([Release.of({"relstack": "2.0"}), Release.of({"relstack": "1.0"})],
+                             lambda python: next(answers), lambda line: None)
+    assert checked == {"relstack 1.0": "repro.py fails there before it can tell: RuntimeError: Exception from "
+                                       "core.cpp:114: ... BrgemmCopyB expression is not found",
+                       "relstack 2.0": SHOWS}
+    assert in_words(checked) == ""  # only one release could tell: no regression is claimed

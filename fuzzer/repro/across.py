@@ -5,6 +5,7 @@ defect the newest release has fixed.
 """
 from __future__ import annotations
 
+import re
 import sys
 
 from packaging.version import InvalidVersion, Version
@@ -69,10 +70,14 @@ def check_releases(releases: list[Release | None], verify, say) -> dict[str, str
 
 
 def _last_error(output: str) -> str:
-    """The exception line of a traceback's output: ``RuntimeError: ...`` (its first line), cut short."""
+    """What a traceback's output says went wrong: its exception line and, where the message goes on over more
+    lines (a C++ stack's checks), its last line; cut short."""
     lines = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith("[exit status")]
-    errors = [line for line in lines if not line.startswith(("File ", "Traceback", "^", "~")) and ": " in line]
-    return " ".join((errors or lines or ["no output"])[-1].split())[:200]
+    raised = [i for i, line in enumerate(lines) if re.match(r"[\w.]+(?:Error|Exception|Failure|Exit)\b", line)]
+    if not raised:
+        return " ".join((lines or ["no output"])[-1].split())[:200]
+    first, last = lines[raised[-1]], lines[-1]
+    return " ".join((first if last == first else f"{first} ... {last}").split())[:240]
 
 
 def in_words(checked: dict[str, str]) -> str:
