@@ -256,3 +256,13 @@ def test_a_release_where_the_reproducer_itself_fails_is_not_counted_as_absent(wh
                                        "core.cpp:114: ... BrgemmCopyB expression is not found",
                        "relstack 2.0": SHOWS}
     assert in_words(checked) == ""  # only one release could tell: no regression is claimed
+
+
+def test_repro_says_why_a_finding_across_torch_releases_may_not_show_in_one_interpreter():
+    from gapfuzz.fuzzer.repro.minimise import torch_apart
+
+    c = campaign("name: r\nseeds: [{source: ops}]\nbackends:\n  targets: [{backend: inductor@cpu, torch: \"2.13.0\"}, "
+                 "{backend: onnxruntime@cpu, versions: [\"1.31.1\"]}]\n")
+    old, ort = c.backends.targets
+    assert "ran under torch 2.13.0" in torch_apart(old, c.reference)[0]
+    assert torch_apart(ort, c.reference) == []

@@ -142,6 +142,8 @@ def cmd_repro(args) -> int:
     if r.status == "not-reproduced" and not r.nodes_after:
         print(f"the cluster's representative did not show the bug again ({r.predicate_calls} tries): "
               f"not minimised; see {r.folder}/shrink.json")
+        for note in r.notes:
+            print(f"note: {printable(note)}")
         return 1
     print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
           f"in {r.seconds:.0f} s; repro.py ({r.form}, {r.lines} lines) failed {r.failures} of {r.tries} fresh runs")

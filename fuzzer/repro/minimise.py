@@ -244,6 +244,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         variant = _start(variant, record, predicate, say)
         if variant is None:
             result.predicate_calls = same_bug.calls
+            result.notes += torch_apart(target, reference)
             return _finish(result, t0)
         shrinker = Shrinker(variant, _announced(predicate, say), max_calls=max_calls)
         dropped = []
@@ -302,6 +303,19 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                                               output, result, cluster or {}, script))
     say(f"{result.status}: repro.py ({script.form}, {script.lines} lines) failed {result.failures} of {tries} runs")
     return _finish(result, t0)
+
+
+def torch_apart(target: BackendSpec, reference: BackendSpec) -> list[str]:
+    """Why a finding of a target under another torch than its reference's may not show again here: minimised
+    in one interpreter, the target's torch is eager's too (a note; none where both ran one torch)."""
+    def torch_of(spec):
+        return dict(spec.release.pins).get("torch") if spec.release else None
+    if torch_of(target) == torch_of(reference):
+        return []
+    return [f"{target.name} ran under torch {torch_of(target) or 'as installed'}, its reference {reference.name} under "
+            f"torch {torch_of(reference) or 'as installed'}: minimised in one interpreter, eager is the target's torch "
+            f"too, so a difference that is eager's own between releases does not show (compare eager across them: a "
+            f"target {{backend: eager@cpu, torch: ...}})"]
 
 
 def _say(line: str) -> None:
