@@ -129,7 +129,8 @@ class CampaignJobs:
                  if s.pool == device and (n in vw.missing or n in home_runs)]
         seed = vw.build.seed
         request = RunRequest(vw.variant.variant_id, vw.build.seed_id, vw.payload, specs, self.judge,
-                             seed.output_kind if seed else "tensor", vw.variant.output_names, vw.variant.mode)
+                             seed.output_kind if seed else "tensor", vw.variant.output_names, vw.variant.mode,
+                             hands_on=device == p.home and len(vw.devices) > 1)
         outcomes, home = actor.run_variant.options(num_returns=2).remote(request, vw.home)
         if device == p.home:
             vw.home = home

@@ -22,7 +22,7 @@ from gapfuzz.core.modes import Mode
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.core.setting import build
 from gapfuzz.core.strict_yaml import CAMPAIGN_MAX_BYTES, MAX_BYTES, YamlError, key_problem, load, non_finite, read_file
-from gapfuzz.workers.run.releases import installed_version
+from gapfuzz.workers.run.releases import Release
 from gapfuzz.fuzzer.config.backends import (as_list, backend_spec, check_backends, check_training, device_references,
                                             with_releases)
 from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
@@ -342,10 +342,9 @@ def release_lines(specs: list[BackendSpec]) -> dict[str, dict]:
         pinned = [s for s in members if s.release is not None]
         if len(members) < 2 or not pinned:
             continue
-        dists = sorted({d for s in pinned for d, _ in s.release.pins})
+        here = Release.installed({d for s in pinned for d, _ in s.release.pins})
         for s in members:
-            got = {d: installed_version(d) or "unknown" for d in dists}
-            out[s.name] = {"line": line, "release": {**got, **dict(s.release.pins if s.release else ())}}
+            out[s.name] = {"line": line, "release": {**dict(here.pins), **dict(s.release.pins if s.release else ())}}
     return out
 
 

@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.workers.run.registry import BackendSpec
-from gapfuzz.workers.run.releases import VERSION_PATTERN, Release, ReleaseError, environment, installed_version
+from gapfuzz.workers.run.releases import VERSION_PATTERN, Release, ReleaseError, environment
 
 SHOWS, ABSENT = "shows it", "does not show it"
 SCRIPT_FAILED = 4  # verify's exit status for a repro.py that raised (fuzzer.repro.minimise.verify)
@@ -52,8 +52,7 @@ def check_releases(releases: list[Release | None], verify, say) -> dict[str, str
     """``verify(python)`` (one fresh run of repro.py: how many showed the bug, and its output) in each release's
     environment (None: the installed one), oldest first: {release in words: shows it / does not show it /
     why it says nothing there (the script itself fails: another error first)}."""
-    dists = sorted({d for r in releases if r for d, _ in r.pins})
-    installed = Release.of({d: installed_version(d) or "unknown" for d in dists})
+    installed = Release.installed({d for r in releases if r for d, _ in r.pins})
     unique = {str(r or installed): r or installed for r in releases if (r or installed).pins}
     out = {}
     for text, release in sorted(unique.items(), key=lambda item: _order(item[1])):

@@ -94,6 +94,7 @@ class RunRequest:
     output_kind: str = "tensor"  # the seed's, for tier 3
     output_names: list = field(default_factory=list)
     mode: str = DEFAULT_MODE  # core.modes.Mode of the variant
+    hands_on: bool = False  # pools run it later: they read its divergent targets' outputs (consensus witnesses)
 
 
 @dataclass

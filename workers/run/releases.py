@@ -61,6 +61,12 @@ class Release:
     def __str__(self) -> str:
         return ", ".join(f"{d} {v}" for d, v in self.pins)
 
+    @classmethod
+    def installed(cls, distributions) -> Release:
+        """What this interpreter has of ``distributions`` (``unknown`` for one it lacks): the release a backend
+        that names none runs beside those that do."""
+        return cls.of({d: installed_version(d) or "unknown" for d in distributions})
+
     @cached_property
     def installed_here(self) -> bool:
         """Whether this interpreter already has every pinned release (then no environment is made)."""

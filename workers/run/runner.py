@@ -333,8 +333,8 @@ def run_variant(sandbox: Sandbox, request: RunRequest, home_outputs: dict | None
     share = (time.perf_counter() - t0) / max(1, len(outcomes))
     for o in outcomes:
         o.worker_s += share
-    mine = {(o.backend, o.probe): specs[o.backend].stack for o in outcomes if o.backend in specs and
-            o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and o.judged_against == s.reference
+    mine = {(o.backend, o.probe): specs[o.backend].stack for o in outcomes if request.hands_on and o.backend in specs
+            and o.verdict in (Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT) and o.judged_against == s.reference
             and not o.tf32}  # for the consensus of the pools that run later (a release's, another device's)
     home = {k: packed_outputs(v) for k, v in known.items() if k[0] in (s.reference, s.oracle) or k in mine}
     home[WITNESSES] = mine
