@@ -19,6 +19,8 @@ import re
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
+from gapfuzz.core.codegen import docstring, strings_in, vet
+from gapfuzz.core.files import OutsideFolder, inside
 from gapfuzz.core.bugs import MISSING, VENDOR_STAGES, Kind, ReproStatus, Stage, Status, Symptom, Verdict
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import fenced
@@ -257,9 +259,10 @@ def _shown(r: _Repro) -> list[str]:
 
 def _tests(stack: str, entries: list[tuple[str, _Repro]]) -> str:
     """A pytest file for the vendor's own suite: one xfail(strict=True) test per reproducer, its text embedded."""
-    out = [f'"""gapfuzz reproducers for {stack}: each test runs one as a subprocess and expects exit status 0.',
-           "", "xfail(strict=True): a test fails (xfail) while its bug is there, and XPASS fails the run once it is",
-           'fixed, so the mark gets removed with the fix. Written by analysis.vendor; needs no gapfuzz."""',
+    out = [docstring(f"gapfuzz reproducers for {stack}: each test runs one as a subprocess and expects exit status "
+                     "0.\n\nxfail(strict=True): a test fails (xfail) while its bug is there, and XPASS fails the run "
+                     "once it is\nfixed, so the mark gets removed with the fix. Written by analysis.vendor; needs no "
+                     "gapfuzz."),
            "import base64", "import subprocess", "import sys", "", "import pytest", "", "TIMEOUT = 600", "", "",
            "def _run(tmp_path, code, files):",
            "    for name, data in files.items():",
@@ -279,13 +282,17 @@ def _tests(stack: str, entries: list[tuple[str, _Repro]]) -> str:
         out += ["", "", f"CODE_{var} = {r.text!r}", f"FILES_{var} = {files!r}", "", "",
                 f"@pytest.mark.xfail(strict=True, reason={reason!r})", f"def {fn}(tmp_path):",
                 f"    _run(tmp_path, CODE_{var}, FILES_{var})"]
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    vet(text, strings_in(stack, [(name, r.op, r.cluster) for name, r in entries]), f"test_{stack}_gapfuzz.py")
+    return text
 
 
 def digest(run, stack: str, out_dir) -> list[Behaviour]:
     """Write one issue text per behaviour of ``stack`` (``openvino`` or ``openvino@cpu``) of ``run`` (an
     ``analysis.api.Run``) into ``out_dir``, with README.md and test_<stack>_gapfuzz.py; most runs first."""
     out = Path(out_dir)
+    if out.is_symlink():
+        raise OutsideFolder(f"{out}: is a symbolic link; gapfuzz follows no link when it writes into a folder")
     out.mkdir(parents=True, exist_ok=True)
     run_dir, name_of = str(run.folder), re.sub(r"\W+", "_", BackendName.stack_of(stack)).strip("_") or "stack"
     groups: dict[str, tuple[str, bool, list]] = {}
@@ -305,7 +312,8 @@ def digest(run, stack: str, out_dir) -> list[Behaviour]:
             repros += [r for cid in [row.cluster, *_list(getattr(row, "merged", None))]
                        if (r := _repro(run, str(cid), at)) is not None]
         ops = dict(sorted(ops.items(), key=lambda kv: (-kv[1][0], kv[0])))
-        (out / f"{slug}.md").write_text(_issue(name, stack, explained, rows, ops, repros, run_dir), encoding="utf-8")
+        inside(out, f"{slug}.md").write_text(_issue(name, stack, explained, rows, ops, repros, run_dir),
+                                             encoding="utf-8")
         kept = sorted((r for r in repros if r.included), key=lambda r: (r.lines, len(r.text)))
         entries += [] if explained else [(name, r) for r in kept]
         behaviours.append(Behaviour(name, slug, list(ops), [r.cluster for r in rows], sum(int(r.count) for r in rows),
@@ -315,9 +323,9 @@ def digest(run, stack: str, out_dir) -> list[Behaviour]:
     table += [f"| [{_cell(b.name)}]({b.slug}.md){' (explained, not a defect)' if b.explained else ''} | "
               f"{_cell(', '.join(b.ops))} | {_cell(', '.join(b.clusters))} | {b.runs} | {b.reproducers} |"
               for b in behaviours]
-    (out / "README.md").write_text(
+    inside(out, "README.md").write_text(
         f"# gapfuzz findings for {stack}\n\nFrom `{run_dir}`: {len(behaviours)} behaviour(s), most runs first; one "
         f"issue text each. `test_{name_of}_gapfuzz.py` holds the defects' reproducers as strict xfail tests.\n\n"
         + ("\n".join(table) if behaviours else "Nothing to report for this stack.") + "\n", encoding="utf-8")
-    (out / f"test_{name_of}_gapfuzz.py").write_text(_tests(stack, entries), encoding="utf-8")
+    inside(out, f"test_{name_of}_gapfuzz.py").write_text(_tests(stack, entries), encoding="utf-8")
     return behaviours

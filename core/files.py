@@ -1,6 +1,7 @@
 """A local file written whole or not at all, with no temporary file left behind whatever happens
-(a full disk, an exception, Ctrl-C): the caches and indexes beside a run folder use it; and where
-those caches live."""
+(a full disk, an exception, Ctrl-C): the caches and indexes beside a run folder use it; where those
+caches live; and paths that stay inside their folder (``inside``): a run folder may come from anyone,
+so a name read from it is checked as a name, and no link in it is followed when writing."""
 from __future__ import annotations
 
 import contextlib
@@ -29,3 +30,32 @@ def write_whole(path: str | Path, write, mode: int = 0o644) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)  # gone already once renamed
+
+
+MAX_NAME_CHARS = 100
+
+
+class OutsideFolder(ValueError):
+    """A write that would leave its folder: a name that is a path, or a symbolic link on the way."""
+
+
+def plain_name(name, what: str = "a name") -> str:
+    """``name`` when it names one entry of a folder (no separator, not ``.`` or ``..``, printable, short)."""
+    text = str(name)
+    if not text or text in (".", "..") or "/" in text or "\\" in text or not text.isprintable() or \
+            len(text) > MAX_NAME_CHARS:
+        raise OutsideFolder(f"{what} {text[:MAX_NAME_CHARS]!r} is not a plain file name (one entry of a folder, "
+                            f"printable, without / or .., at most {MAX_NAME_CHARS} characters)")
+    return text
+
+
+def inside(root: str | Path, *parts: str) -> Path:
+    """``root/parts...``, each part a plain name and none of them (nor what stands there) a symbolic link:
+    a path to write to that cannot leave ``root``."""
+    path = Path(root)
+    for part in parts:
+        path = path / plain_name(part, "the name")
+        if path.is_symlink():
+            raise OutsideFolder(f"{path}: is a symbolic link; gapfuzz follows no link when it writes into a "
+                                f"folder (remove the link)")
+    return path

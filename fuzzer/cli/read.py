@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gapfuzz.core.files import inside
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import printable
 from gapfuzz.fuzzer.cli.parser import UserError
@@ -102,11 +103,13 @@ def _vendor_digest(run, args) -> int:
     stacks = sorted({BackendName.stack_of(b) for b in run.records(["backend"])["backend"].unique()})
     if BackendName.stack_of(args.vendor) not in stacks:  # before anything is written
         raise UserError(f"{args.run_dir}: no stack {args.vendor!r} ran here (its stacks: {', '.join(stacks)})")
-    out = Path(args.out) if args.out else run.path / "vendor" / BackendName.stack_of(args.vendor)
     try:
+        out = Path(args.out) if args.out else inside(run.path, "vendor", BackendName.stack_of(args.vendor))
         found = digest(run, args.vendor, out)
     except OSError as e:
         raise UserError(f"{out}: cannot write the digest: {e.strerror or e}") from None
+    except ValueError as e:  # a stack name that is a path, a link in the folder, a script that would carry code
+        raise UserError(str(e)) from None
     show(format_table(["behaviour", "operators", "clusters", "runs", "reproducers"],
                        [[b.name + (" (explained)" if b.explained else ""), ", ".join(b.ops), len(b.clusters), b.runs,
                          b.reproducers] for b in found]))

@@ -7,7 +7,7 @@ verbatim (``source_copy``), and the one check that shows the bug (``repro_checks
 that were wrong against eager at the campaign's tolerance, float64 only where the verdict blames
 eager, the task-level judge only for a task-level bug; for a failure, its exception type and
 message template. Exit status 1 while the bug is present, 3 on another failure. Everything taken
-from a record or a campaign file enters the script as a literal (``_literal``), never as source.
+from a record or a campaign file enters the script as a literal (``core.codegen.literal``), never as source.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import textwrap
 
 import torch
 
+from gapfuzz.core.codegen import literal
 from gapfuzz.core.bugs import FAILED, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.ir import Variant, clone_exact
 from gapfuzz.core.modes import mode_of
@@ -175,7 +176,7 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
         if wanted:
             copy.add(fn)
     forward, aliases = _forward_source(v)
-    literals = "\n".join(f"{k} = {_literal(val)!s}" for k, val, wanted in constants if wanted)
+    literals = "\n".join(f"{k} = {literal(val)!s}" for k, val, wanted in constants if wanted)
     imports = ("import sys", "import torch", *(["import faulthandler"] if failure else []))
     parts = [
         HEADER + "\n" + copy.import_block(imports),
@@ -203,9 +204,8 @@ def _rules(message: str | None) -> str:
     used = repro_checks.rules_used(message)
     text = "TEMPLATE_RULES = [\n" + "".join(f"    {rule!r},\n" for rule in used) + "]\n" if used else \
         "TEMPLATE_RULES = []  # nothing in the message is incidental\n"
-    namespace: dict = {}
-    exec(text, namespace)  # noqa: S102 - our own constant's repr
-    if namespace["TEMPLATE_RULES"] != used or repro_checks.template(message, used) != template(message):
+    listed = ast.literal_eval(text.partition("=")[2]) if used else []  # read back as the script will
+    if listed != used or repro_checks.template(message, used) != template(message):
         raise ValueError(f"the reproducer's template of {str(message)[:80]!r} is not core.templates'")
     return text
 
@@ -222,20 +222,6 @@ def plugin_path(target: BackendSpec) -> str:
 STAGE_STUB = {"Stage": 'class Stage:  # where gapfuzz records a failure; nothing here reads it\n'
                        '    CONVERT, COMPILE, RUN = "convert", "compile", "run"\n',
               "stage": "def stage(name):\n    import contextlib\n\n    return contextlib.nullcontext()\n"}
-
-
-def _literal(value) -> str:
-    """A value from a record or campaign file as a Python literal (repr of plain data only)."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_literal(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
-    if isinstance(value, str):
-        return repr(str(value))  # a str subclass (an enum) as the plain string
-    if value is None or isinstance(value, (bool, int, float)):
-        return repr(value)
-    raise TypeError(f"{type(value).__name__} is not plain data for a reproducer")
 
 
 def save_inputs(v: Variant, path) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Symptom, Verdict,
                        bug_key)
+from gapfuzz.core.codegen import ScriptRefused, strings_in, vet
+from gapfuzz.core.files import OutsideFolder, inside
 from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
 from gapfuzz.results.columns import backend_options_of, text
@@ -51,6 +53,7 @@ from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
 
 log = logging.getLogger("gapfuzz.fuzzer")
 FILES = ("repro.py", "inputs.pt", "model.onnx")  # what a reproducer's folder ships, and verify copies
+WRITTEN = (*FILES, "report.md", "shrink.json")  # all that repro writes into its folder
 BLOCK_GAPFUZZ = "for m in ('fuzzer', 'workers', 'seeds', 'analysis'):\n    sys.modules[m] = None\n"
 
 
@@ -190,6 +193,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     if record.get("verdict") == Verdict.AMPLIFIED:
         raise ReproError(f"{record['variant_id']} on {record['backend']} is amplified rounding (a discontinuous op "
                          f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
+    _own_folder(out)  # before any work: a folder of someone else's files is refused, not emptied
     c = _campaign(run_dir, allow_plugins, allow_exec_options)
     target = next((s for s in c.backends.all() if s.name == record["backend"]), None)
     if target is None:
@@ -239,6 +243,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
                          stack=f"{target.stack}@{target.device}", kind=str(key.kind),
                          symptom=key["symptom"] if key.kind != Kind.FAILURE else
                          f"{key['status']} {key['error_type']} {key['template']}")
+    _finish(result, t0)  # shrink.json from the start: the folder is a reproducer's, whatever stops it
     say(f"{record['variant_id']} on {target.name}: {variant.node_count} operator calls; confirming the bug")
     try:
         variant = _start(variant, record, predicate, say)
@@ -264,7 +269,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     compare = {k: c.config["compare"][k] for k in ("tolerances", "multiplier", "far")}
     failure_type, failure_phrase = _failure_words(key)
     for stale in (*FILES, "report.md"):
-        (out / stale).unlink(missing_ok=True)
+        inside(out, stale).unlink(missing_ok=True)
     check = dict(timeout=settings.timeout_s, block_gapfuzz=target.backend_cls().prepare_fn is not None,
                  reproduced=reproduced_by(record, key), hang_reproduces=record["status"] == Status.TIMEOUT,
                  python=python)
@@ -280,8 +285,8 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         say("writing the generic reproducer (inputs.pt beside it)")
         script = Script(reproducer(final, target, record, title, compare, output_kind, c.compare.detection_adapter,
                                    settings.timeout_s), "generic", [])
-        _write(out, script.text, {})
-        save_inputs(final, out / "inputs.pt")
+        _write(out, script, case)
+        save_inputs(final, inside(out, "inputs.pt"))
     say(f"running repro.py in {tries - first} more fresh processes" if first else
         f"running repro.py in {tries} fresh processes")
     more, output = verify(out, tries - first, **check) if tries > first else (0, output)
@@ -299,7 +304,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
         if ABSENT in result.releases.values() and list(result.releases.values())[-1] == ABSENT:
             words = release_words(result.releases)
             result.notes.append(words[:1].upper() + words[1:])
-    (out / "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
+    inside(out, "report.md").write_text(bug_report(title, record, target, final, recipe, (out / "repro.py").read_text(),
                                               output, result, cluster or {}, script))
     say(f"{result.status}: repro.py ({script.form}, {script.lines} lines) failed {result.failures} of {tries} runs")
     return _finish(result, t0)
@@ -328,7 +333,7 @@ def _native(case: Case, out: Path, check: dict, say) -> tuple[Script | None, int
     output = ""
     for candidate in native_scripts(case):
         say(f"checking a reproducer in the stack's own API ({candidate.form}, {candidate.lines} lines)")
-        _write(out, candidate.text, candidate.files)
+        _write(out, candidate, case)
         first, output = verify(out, 1, **check)
         if first:
             return candidate, first, output
@@ -376,17 +381,38 @@ def _failure_words(key) -> tuple[str, str]:
     return key["error_type"].rsplit(".", 1)[-1], words[:60] if len(words) >= 8 else ""
 
 
-def _write(out: Path, text: str, files: dict) -> None:
-    for stale in FILES[1:]:
-        (out / stale).unlink(missing_ok=True)
-    (out / "repro.py").write_text(text)
-    for name, data in files.items():
-        (out / name).write_bytes(data)
+def _own_folder(out: Path) -> None:
+    """``out`` is new, empty or a reproducer's folder (what repro writes, and its shrink.json): files of
+    anyone else's there are never replaced."""
+    try:
+        there = sorted(p.name for p in out.iterdir()) if out.is_dir() and not out.is_symlink() else []
+    except OSError as e:
+        raise ReproError(f"{out}: cannot read the folder: {e.strerror or e}") from None
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ReproError(f"{out}: is {'a symbolic link' if out.is_symlink() else 'a file'}; give --out a new folder")
+    others = [n for n in there if n not in WRITTEN]
+    if others or (there and "shrink.json" not in there):  # shrink.json: written first, so the folder is repro's
+        raise ReproError(f"{out}: holds files gapfuzz repro did not write ({', '.join((others or there)[:3])}); "
+                         f"give --out a new or empty folder")
+
+
+def _write(out: Path, script: Script, case: Case) -> None:
+    """repro.py and the files it ships, once ``script`` is checked to carry no value of ``case`` as code."""
+    try:
+        vet(script.text, strings_in(case.record, case.title, case.options, case.error_type, case.phrase,
+                                    case.class_path), str(out / "repro.py"))
+        for stale in FILES[1:]:
+            inside(out, stale).unlink(missing_ok=True)
+        inside(out, "repro.py").write_text(script.text)
+        for name, data in script.files.items():
+            inside(out, name).write_bytes(data)
+    except (ScriptRefused, OutsideFolder) as e:
+        raise ReproError(str(e)) from None
 
 
 def _finish(result: ReproResult, t0: float) -> ReproResult:
     result.seconds = time.perf_counter() - t0
-    Path(result.folder, "shrink.json").write_text(json.dumps(asdict(result), indent=1, default=str))
+    inside(result.folder, "shrink.json").write_text(json.dumps(asdict(result), indent=1, default=str))
     return result
 
 
@@ -443,7 +469,10 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
     if run.path is None:
         raise ReproError(f"{run_dir}: gapfuzz repro minimises from a local run folder; copy it here first "
                          f"(triage and report read it where it is)")
-    out = Path(out_dir) if out_dir else run.path / "repros" / row["cluster"]
+    try:
+        out = Path(out_dir) if out_dir else inside(run.path, "repros", row["cluster"])
+    except OutsideFolder as e:
+        raise ReproError(str(e)) from None
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
                      allow_plugins=allow_plugins, progress=progress, allow_exec_options=allow_exec_options,
                      against=against)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from gapfuzz.core.codegen import comment, docstring
 from gapfuzz.core.bugs import FAILED, Status, Symptom
 from gapfuzz.core.ir import Variant
 from gapfuzz.workers.run.registry import BackendSpec
@@ -62,8 +63,8 @@ def check_of(record: dict, symptom: str) -> str:
 
 def _doc(case: Case, needs: str) -> str:
     r = case.record
-    return (f'"""{case.title}\n\nFound by gapfuzz (campaign {r.get("campaign")}, variant {r.get("variant_id")}). '
-            f'Needs {needs}.\nExit status 1 while the bug is present, 0 once it is fixed."""')
+    return docstring(f'{case.title}\n\nFound by gapfuzz (campaign {r.get("campaign")}, variant {r.get("variant_id")}). '
+                     f'Needs {needs}.\nExit status 1 while the bug is present, 0 once it is fixed.')
 
 
 def _is_failure(case: Case) -> bool:
@@ -86,8 +87,8 @@ def _raises(call: str, case: Case, indent: str = "") -> str:
 def dropped_check(eager: str | None, target: str, case: Case) -> list[str]:
     """Lines for a missing check: eager raises on these inputs (run with ``eager``, or quoted where the
     script has no torch), the stack's ``target`` call returns: exit 1; it raises too: exit 0."""
-    said = (case.record.get("message") or "").splitlines()[0][:200]
-    lines = [f"# PyTorch eager raises here: {said}"]
+    said = ((case.record.get("message") or "").splitlines() or [""])[0]
+    lines = [comment(f"PyTorch eager raises here: {said}")]
     if eager:
         lines += ["try:", f"    {eager}", "except Exception as e:",
                   '    print(f"eager raises {type(e).__name__}: {e}")',

@@ -13,6 +13,8 @@ def plugin(case: Case, class_path: str) -> list[Script]:
     if mode_of(case.v.mode).backward:
         return []  # the generic form runs gapfuzz's training step
     module, _, name = class_path.partition(":")
+    if not (name.isidentifier() and all(part.isidentifier() for part in module.split("."))):
+        return []  # not names an import statement can hold: the generic form carries it as a literal
     prepare = f"{name}(**{dict(case.options)!r}).prepare(torch.export.export(Model(), inputs).module(), inputs, 'cpu')"
     return from_torch(case, f"{name} (plug-in)", f"torch and {module}", [f"from {module} import {name}"], prepare,
                       "(*inputs)", [f"the stack's own class, {class_path}, as the campaign named it"],
