@@ -241,6 +241,10 @@ CASES = {
     "repro-not-a-seed-id": ({"run/records/x/part-1.parquet": {"backend": "inductor@cpu",
                                                               "recipe": '{"mutations":[],"rng":0,"seed":"nope"}'},
                              "run/campaign.yaml": OK}, ["repro", "{d}/run", "c-"], "seed id 'nope'"),
+    "repro-mutation-without-its-params": (
+        {"run/records/x/part-1.parquet": {"backend": "inductor@cpu", "recipe": '{"mutations":[["insert_unary",{}]],'
+                                          '"rng":0,"seed":"timm/test_resnet"}'},
+         "run/campaign.yaml": OK}, ["repro", "{d}/run", "c-"], "mutations ['insert_unary'] do not replay"),
     # --- the environment: no network, a folder that cannot be made
     "scan-out-in-proc": ({}, ["seeds", "scan", "--filter", "timm/test_resnet", "--out", "/proc/gapfuzz-x"],
                          "/proc/gapfuzz-x: cannot write the catalog there"),

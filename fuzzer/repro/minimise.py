@@ -225,6 +225,9 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     except CaptureError as e:  # a seed id that is not one, or a seed that no longer builds or captures here
         raise ReproError(f"{record['variant_id']}: its recipe's seed {recipe.seed!r} cannot be built again "
                          f"({' '.join(str(e).split())[:200]})") from None
+    except Exception as e:  # noqa: BLE001 - a mutation's parameters are data: one that does not apply is the record's
+        raise ReproError(f"{record['variant_id']}: its recipe's mutations {recipe.mutator_names} do not replay on "
+                         f"{recipe.seed!r} ({type(e).__name__}: {' '.join(str(e).split())[:160]})") from None
     if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:
         log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
                     variant.graph_hash, record["graph_hash"])
