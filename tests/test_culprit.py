@@ -161,3 +161,35 @@ def test_a_bisection_over_its_budget_stops_unfinished_and_the_next_one_starts_af
     assert stopped["bisect_error"].startswith("over its 0 s budget") and "culprit" not in stopped
     found = bisect(good, budget_s=600)
     assert found["culprit"] == "inductor:post_grad_passes:post_grad_custom_post_pass"
+
+
+def test_a_located_defect_is_bisected_once_across_seeds_an_unlocated_one_once_per_seed():
+    """The ledger shares a culprit by (backend, bug key): the same located defect on another seed
+    inherits it; a divergence without a location has a provisional key, so its seed keeps its own."""
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.judge.align import AlignLedger
+    from gapfuzz.workers.judge.attribution import attribute_findings
+
+    class Job:  # what attribute_findings asks of a variant's job; bisect counts the compiles it would pay
+        probes, bisected = [], []
+
+        def __init__(self, vid):
+            self.vid = vid
+
+        def over_budget(self, backend):
+            return None
+
+        def bisect(self, spec, probe, ref, failure):
+            Job.bisected.append(self.vid)
+            return {"culprit": "inductor:post_grad_passes:p", "culprit_backend": "inductor",
+                    "culprit_subsystem": "post_grad_passes", "culprit_info": "p", "bisect_compiles": 9}
+
+    specs, ledger = {"inductor@cpu": parse_backend("inductor@cpu")}, AlignLedger()
+    for seed, op in (("ops/a", "aten.mul.Tensor"), ("ops/b", "aten.mul.Tensor"), ("ops/c", None),
+                     ("ops/d", None)):
+        o = RunRecord(campaign="c", variant_id=f"{seed}#0", seed_id=seed, probe="example",
+                      **_divergence(op, compiler="inductor"))
+        attribute_findings(Job(o.variant_id), [o], specs, {("eager@cpu", "example"): [0.0]}, "eager@cpu", seed,
+                           ledger)
+        assert o.culprit == "inductor:post_grad_passes:p"
+    assert Job.bisected == ["ops/a#0", "ops/c#0", "ops/d#0"]

@@ -1,13 +1,13 @@
-"""Attribute a variant's compiler findings inside their stacks, once per case (``workers.judge.culprit``).
+"""Attribute a variant's compiler findings inside their stacks, once per defect (``workers.judge.culprit``).
 
 The judging chain's last pass (``workers.judge.chain``), after the judge and tier 2 (location), on what
 they found: a target-divergent run that no hypothesis explains, or a run that raised at compile or
-run time, of a stack that compiled it through
-``torch.compile`` (bisected in the sandbox by ``Executor.bisect``) or that names option sets
-without its optimisations (run again with each, here). A case is (seed, stack, bug key), as for
-tier 2: the first run of a case is attributed, the others inherit the culprit (the ledger), so
-bisection costs once per cluster and seed, not once per run, and what it cost is ``bisect_s``. Either way
-it runs within its pair's wall budget (``workers.run.budget``): a pair over it is not attributed, and its
+run time, of a stack that compiled it through ``torch.compile`` (bisected in the sandbox by
+``Executor.bisect``) or that names option sets without its optimisations (run again with each, here).
+A case is (stack, bug key): its first run is attributed and every other run of it, on any seed,
+inherits the culprit (the ledger), so bisection costs once per defect, not once per run (a divergence
+tier 2 did not locate has a provisional key: once per seed). What it cost is ``bisect_s``. It runs
+within its pair's wall budget (``workers.run.budget``): a pair over it is not attributed, and its
 ``bisect_error`` says so.
 """
 from __future__ import annotations
@@ -59,7 +59,10 @@ def attribute_findings(job, runs: list, specs: dict, known: dict, reference: str
         if over:
             o.bisect_error = over
             continue
-        ledger_case = f"culprit|{seed_id}|{o.backend}|{case[1]}"
+        # one defect, one bisection: a located or failing key is the same bug on every seed; an unlocated
+        # divergence's key is provisional (no operator yet), so it stays the seed's
+        where = "" if o.first_div_op or _finding(o) == "failure" else seed_id
+        ledger_case = f"culprit|{where}|{o.backend}|{case[1]}"
         claimed = _ask(ledger.claim, ledger_case, job.vid, Culprit(job.vid)) if ledger is not None else None
         if claimed is not None:
             claimed.inherit(o)
