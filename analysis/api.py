@@ -12,17 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Status, Verdict
 from gapfuzz.core.strict_yaml import YamlError, load
-from gapfuzz.core.text import CUT_MARK, MAX_FIELD_CHARS
 from gapfuzz.core.ids import BackendName
 from gapfuzz.results.catalog import Catalog
 from gapfuzz.results.columns import NESTED, decode_column
 from gapfuzz.results.folder import Folder
 from gapfuzz.results.manifest import RunManifest
-from gapfuzz.results.schema import COLUMNS, TEXT_COLUMNS
+from gapfuzz.results.schema import COLUMNS
 from gapfuzz.results.store import RecordStore, ResultsError, check_version
 
 from . import clusters as _clusters
@@ -49,24 +47,6 @@ def _frame(table: pa.Table) -> pd.DataFrame:
     for c in nested:
         df[c] = pd.Series(decode_column(c, table.column(c)), index=df.index, dtype=object)
     return df[table.column_names]
-
-
-def capped_text(table: pa.Table, limit: int = MAX_FIELD_CHARS) -> pa.Table:
-    """The free-text columns cut to ``limit`` characters with the mark a writer leaves (``core.text``), in
-    Arrow before any Python string is made: a folder written before records were capped may hold a 20 MB
-    message, which would otherwise cost triage gigabytes in pandas and its regexes."""
-    before, after = CUT_MARK.split("{}")
-    for i, name in enumerate(table.column_names):
-        column = table.column(i)
-        if name not in TEXT_COLUMNS or not pa.types.is_string(column.type) or not len(column):
-            continue
-        if (pc.max(pc.binary_length(column)).as_py() or 0) <= limit:  # bytes: at least as many as characters
-            continue
-        lengths = pc.utf8_length(column)
-        mark = pc.binary_join_element_wise(before, pc.cast(pc.subtract(lengths, limit), pa.string()), after, "")
-        cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(column, 0, limit), mark, "")
-        table = table.set_column(i, name, pc.if_else(pc.greater(lengths, limit), cut, column))
-    return table
 
 
 class Run:
@@ -150,7 +130,7 @@ class Run:
         if missing:
             table = self.store.read(missing if "schema_version" in missing else [*missing, "schema_version"])
             check_version(table)
-            part = _frame(capped_text(table))
+            part = _frame(table)
             self._frame = part if self._frame.empty else pd.concat(
                 [self._frame, part.drop(columns=[c for c in part if c in self._frame])], axis=1)
         return self._frame[columns]
@@ -245,9 +225,14 @@ class Run:
 
     @cached_property
     def _ops(self) -> pa.ChunkedArray:
-        """The op lists, read dictionary-encoded (4x faster than strings, a fraction of the memory)."""
-        return pq.read_table(self.store.files(), columns=["ops"], read_dictionary=["ops.list.element"],
-                             filesystem=self.store.folder.fs).column("ops")
+        """The op lists, read dictionary-encoded (4x faster than strings, a fraction of the memory), from the
+        files the store has checked."""
+        try:
+            return pq.read_table(self.store.files(), columns=["ops"], read_dictionary=["ops.list.element"],
+                                 filesystem=self.store.folder.fs).column("ops")
+        except (pa.ArrowException, OSError) as e:
+            raise ResultsError(f"{self.store.records_dir}: cannot read the column ops: "
+                               f"{' '.join(str(e).split())[:300]}") from None
 
     def support(self, by: str | None = None) -> pd.DataFrame:
         """Long table: op, backend, attempts, completed, share, supported (see ``analysis.portability``)."""

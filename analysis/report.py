@@ -67,16 +67,22 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+# Labels are a run's names (backends, operators, patterns): plain text, never mathtext, or a name holding
+# ``$\undefinedmacro$`` stops the report with matplotlib's parse error
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+
+
 def _figure(title: str, draw, has_data: bool, size=(8, 3.5)) -> Plot:
-    fig, ax = plt.subplots(figsize=size)
-    if has_data:
-        draw(fig, ax)
-    else:
-        ax.axis("off")
-        ax.text(0.5, 0.5, f"no data for this plot in this run\n({title})", ha="center", va="center", fontsize=12,
-                color="#666", transform=ax.transAxes)
-    ax.set_title(title)
-    return Plot(title if has_data else f"{title}: no data", _png(fig))
+    with plt.rc_context(PLAIN_TEXT):  # drawn and saved in it: mathtext is parsed when the figure is drawn
+        fig, ax = plt.subplots(figsize=size)
+        if has_data:
+            draw(fig, ax)
+        else:
+            ax.axis("off")
+            ax.text(0.5, 0.5, f"no data for this plot in this run\n({title})", ha="center", va="center",
+                    fontsize=12, color="#666", transform=ax.transAxes)
+        ax.set_title(title)
+        return Plot(title if has_data else f"{title}: no data", _png(fig))
 
 
 STATUS_COLORS = {Status.OK: "#4dac26", Status.MISMATCH: "#f1a340", Status.ERROR: "#d7191c",

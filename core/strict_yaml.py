@@ -58,6 +58,10 @@ class StrictLoader(yaml.SafeLoader):
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
+                if not isinstance(key_node, yaml.ScalarNode):  # ``? [a, b]``: a key no reader can look up
+                    kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"a key is a {kind}; a key is a single value (a name)", key_node.start_mark)
                 key = self.construct_object(key_node, deep=True)
                 if isinstance(key, (str, int, float, bool)) and key in seen:
                     raise yaml.constructor.ConstructorError(

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import numbers
+import re
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 _STR, _NULL, _JSON = "str", "null", "json"
+_TYPES = (_STR, "int", "float", "bool", _NULL, _JSON)  # a mapping value's type names (``_typed``)
 
 
 def _typed(v) -> tuple[str, object]:
@@ -41,11 +43,33 @@ def _typed(v) -> tuple[str, object]:
 KEY_VALUES = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string()), ("type", pa.string())]))
 
 
+MAX_JSON_DEPTH = 64  # lists and mappings within each other in a JSON value of a record (an option's value)
+_JSON_STRING, _NOT_BRACKET, _INNERMOST = re.compile(r'"(?:[^"\\]|\\.)*"'), re.compile(r"[^][{}]+"), \
+    re.compile(r"\[\]|\{\}")
+
+
+def _json(text: str | bytes):
+    """JSON text as its value; nested more than ``MAX_JSON_DEPTH`` deep (a hostile record: ten thousand ``[``
+    would be a ``RecursionError`` here or wherever the value is walked) is a ``ValueError``."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+        for _ in range(MAX_JSON_DEPTH):  # each pass takes away the innermost level
+            brackets, found = _INNERMOST.subn("", brackets)
+            if not found:
+                break
+        else:
+            if _INNERMOST.search(brackets):
+                raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return json.loads(text)
+
+
 def _loads(value):
     """JSON text as its value, a missing value (None, NaN, NA) as None, a numpy array (pandas gives a Parquet
     list so) as a list; any other value as it is."""
     if isinstance(value, (str, bytes)):
-        return json.loads(value)
+        return _json(value)
     if _missing(value):
         return None
     return value.tolist() if type(value).__name__ == "ndarray" else value
@@ -85,7 +109,7 @@ class KeyValues:
             return value
         if not _is_kv_list(value):
             raise ValueError(f"a mapping is expected, not {type(value).__name__}")
-        return {e["key"]: None if e["type"] == _NULL else e["value"] if e["type"] == _STR else json.loads(e["value"])
+        return {e["key"]: None if e["type"] == _NULL else e["value"] if e["type"] == _STR else _json(e["value"])
                 for e in value}
 
     @classmethod
@@ -188,6 +212,40 @@ class DivGrowthColumn:
 
 NESTED = {"probe_recipe": ProbeRecipeColumn, "recipe": RecipeColumn, "backend_options": KeyValues,
           "versions": KeyValues, "div_growth": DivGrowthColumn, "backend_info": KeyValues}
+
+
+def json_problem(array) -> str | None:
+    """What is wrong with the first value of a nested Arrow column that its codec would read as JSON (a
+    mapping's number, boolean, list or mapping; ``_json``), as ``the key 'k': why``; None when each reads.
+    Checked where a file is read, so that the one line names the file; each distinct value once."""
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    t = array.type
+    if pa.types.is_list(t) and pa.types.is_struct(t.value_type) and \
+            sorted(f.name for f in t.value_type) == ["key", "type", "value"]:  # a mapping (``KeyValues``)
+        entries = array.flatten()
+        kinds = entries.field("type")
+        typed = pc.invert(pc.is_in(pc.fill_null(kinds, ""), pa.array([_STR, _NULL])))
+        if not pc.any(typed).as_py():
+            return None
+        distinct = pa.table({f: entries.field(f).filter(typed) for f in ("key", "value", "type")}) \
+            .group_by(["value", "type"], use_threads=False).aggregate([("key", "min")])  # each value once, in Arrow
+        for k, v, kind in zip(*(distinct.column(f).to_pylist() for f in ("key_min", "value", "type"))):
+            if kind not in _TYPES:
+                return f"the key {k!r}: its type {kind!r} is none of {', '.join(_TYPES)}"
+            if v is None:
+                return f"the key {k!r}: its {kind} value is missing"
+            try:
+                _json(v)
+            except ValueError as e:
+                return f"the key {k!r}: its {kind} value cannot be read ({' '.join(str(e).split())[:100]})"
+        return None
+    if pa.types.is_struct(t):
+        children = array.flatten()
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        children = [array.flatten()]
+    else:
+        return None
+    return next((p for p in map(json_problem, children) if p), None)
 
 
 def decode(column: str, value):
