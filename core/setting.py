@@ -9,7 +9,9 @@ its schema explicitly.
 
 Every number has a bound: ``bounded`` gives a numeric key without a maximum of its own the general one
 (``MAX_SECONDS`` for a key of seconds, named ``..._s``; else ``MAX_NUMBER``), so no value a file gives
-overflows a timer, a count or a Parquet column further in.
+overflows a timer, a count or a Parquet column further in. The command line's numbers take the bounds of the
+keys they stand for (``fuzzer.cli.parser``), and a campaign's plan, the product of its counts, has its own
+(``MAX_PAIRS``, ``MAX_RUNS``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,14 @@ MAX_PER_SEED = 10_000  # variants, tries, probes, repeats
 MAX_WORKERS = 4096
 MAX_SECONDS = 7 * 24 * 3600  # a timeout or a budget: a week (a thread's wait overflows past about 292 years)
 MAX_NUMBER = 2**53  # any other number: integers exact as floats (JSON, Parquet, Ray)
+MAX_PARAMS = 10**12  # a parameter cap past any model a worker could hold
+MAX_MEMORY_GB = 1 << 20  # a worker's memory: a pebibyte
+MAX_SEED = 2**63 - 1  # a random seed: an int64
+# A plan's size: counts each within its bound multiply into a plan no machine holds or runs (10,000 variants
+# of 10,000 operator seeds), so their product has a bound too, checked from the counts before the plan is built
+# (``fuzzer.config.plan.check_size``): ten times the cluster campaign's (campaigns/cluster.yaml, ~1.4M pairs).
+MAX_PAIRS = 10_000_000  # (variant, backend) pairs: a campaign's plan holds each in memory before the first runs
+MAX_RUNS = 100_000_000  # runs: pairs x probes per variant
 
 NO_DEFAULT = object()  # a key the file must give (or a list the reader checks itself)
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}

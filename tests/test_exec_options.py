@@ -140,3 +140,56 @@ def test_an_option_space_too_large_is_refused_from_its_sizes_in_well_under_30_s(
     with pytest.raises(CampaignError, match=r"option_space: 300 options make 179400 pairs of values"):
         load({"class": "tests.option_backends:OptionTanh", "option_space": {f"o{i}": [0, 1] for i in range(300)}})
     assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PYTHONPATH": "/tmp/evil"}, "pools.cpu.env.PYTHONPATH: a pool's env reaches every sandbox process"),
+    ({"PYTHONSTARTUP": "/tmp/evil.py"}, "pools.cpu.env.PYTHONSTARTUP:"),
+    ({"LD_PRELOAD": "/tmp/evil.so"}, "pools.cpu.env.LD_PRELOAD:"),
+    ({"PYTHONHOME": "/tmp"}, "pools.cpu.env.PYTHONHOME:"),
+    ({"TORCHINDUCTOR_CACHE_DIR": "/tmp/compiled"}, "pools.cpu.env.TORCHINDUCTOR_CACHE_DIR:"),
+    ({"OMP_NUM_THREADS": "4; touch x"}, "pools.cpu.env.OMP_NUM_THREADS: '4; touch x' is not a number of threads"),
+    ({"OMP_NUM_THREADS": "0"}, "is not a number of threads (a whole number, 1 to 4096)"),
+])
+def test_a_pool_env_that_could_load_code_is_refused_unless_allowed(env, message):
+    """``pools.<device>.env`` reaches every sandbox process: a sitecustomize.py on a PYTHONPATH from a campaign
+    file would run there. Thread counts alone are set without --allow-exec-options."""
+    from gapfuzz.fuzzer.config.backends import exec_options_allowed
+
+    given = {"seeds": [{"source": "ops"}], "backends": {"targets": ["inductor@cpu"]}, "pools": {"cpu": {"env": env}}}
+    with pytest.raises(CampaignError, match="^[^\n]*$") as e:
+        from_dict(given, "c.yaml")
+    assert str(e.value).startswith("c.yaml: ") and message in str(e.value), str(e.value)
+    if "number of threads" not in message:
+        assert "--allow-exec-options" in str(e.value)
+        with exec_options_allowed(True):
+            assert from_dict(given, "c.yaml").pool("cpu").env == env  # the user said so
+
+
+def test_a_pool_env_of_thread_counts_is_kept_and_a_name_no_environment_takes_is_refused_even_when_allowed():
+    from gapfuzz.fuzzer.config.backends import exec_options_allowed
+
+    threads = {"OMP_NUM_THREADS": "2", "TORCHINDUCTOR_COMPILE_THREADS": "8"}
+    given = {"seeds": [{"source": "ops"}], "backends": {"targets": ["inductor@cpu"]}}
+    assert from_dict({**given, "pools": {"cuda": {"env": threads}}}, "c.yaml").pool("cuda").env == threads
+    for env, message in (({"A=B": "1"}, "pools.cpu.env: 'A=B' is not a variable name"),
+                         ({"X": "a\0b"}, "pools.cpu.env.X: its value holds a NUL character")):
+        with exec_options_allowed(True), pytest.raises(CampaignError, match="^[^\n]*$") as e:
+            from_dict({**given, "pools": {"cpu": {"env": env}}}, "c.yaml")
+        assert message in str(e.value), str(e.value)
+
+
+def test_run_and_run_check_refuse_a_pool_env_and_nothing_runs(tmp_path):
+    """As a user sees it: a sitecustomize.py in the folder a campaign's PYTHONPATH names never runs."""
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    marker = tmp_path / "MARKER"
+    (evil / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    path, out = tmp_path / "c.yaml", tmp_path / "run"
+    path.write_text(CAMPAIGN.format(options="label: i") + f"pools: {{cpu: {{env: {{PYTHONPATH: '{evil}'}}}}}}\n")
+    for args in (["--check"], ["--out", out]):
+        rc, lines, seconds = gapfuzz("run", path, *args, cwd=tmp_path)
+        assert rc == 2 and len(lines) == 1, lines
+        assert "c.yaml: pools.cpu.env.PYTHONPATH:" in lines[0] and "--allow-exec-options" in lines[0], lines
+        assert not marker.exists() and not out.exists() and seconds < 30
+    assert not (tmp_path / "runs").exists()

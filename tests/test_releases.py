@@ -3,6 +3,8 @@ once and cached, pip's failures said in one line, and a test stack whose release
 one cluster, marked a regression at 2.0, whose reproducer is checked on both releases."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gapfuzz.core.strict_yaml import load
@@ -266,3 +268,162 @@ def test_repro_says_why_a_finding_across_torch_releases_may_not_show_in_one_inte
     old, ort = c.backends.targets
     assert "ran under torch 2.13.0" in torch_apart(old, c.reference)[0]
     assert torch_apart(ort, c.reference) == []
+
+
+def _made_by_hand(release: Release, installed: Path, behind: Path) -> Path:
+    """``release``'s environment as an earlier campaign leaves it (its marker written), made without pip: the
+    wheel ``installed`` unpacked into its site-packages, the wheel ``behind`` into a folder behind it (as this
+    interpreter's site-packages are). Its site-packages."""
+    import json
+    import subprocess
+    import sys
+    import zipfile
+
+    folder = release.folder
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    purelib = Path(subprocess.run([str(folder / "bin" / "python"), "-c", "import sysconfig; "
+                                   "print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
+                                  check=True).stdout.strip())
+    zipfile.ZipFile(installed).extractall(purelib)
+    zipfile.ZipFile(behind).extractall(behind.parent / "behind")
+    (purelib / "_gapfuzz_parent.pth").write_text(f"import site; site.addsitedir({str(behind.parent / 'behind')!r})\n")
+    (folder / "ready.json").write_text(json.dumps({"pins": dict(release.pins)}))
+    return purelib
+
+
+def test_an_environment_that_lost_its_pin_is_broken_in_the_plan_and_made_again_at_its_next_use(wheels):
+    """A cached environment whose pinned package is gone (its marker kept) would import the release behind it:
+    relstack 2.0 run and recorded under relstack-1.0. It is checked at each use, said broken by ``--check``, and
+    made again; one that kept the package's metadata but lost its module is broken too."""
+    import shutil
+    import subprocess
+
+    from gapfuzz.fuzzer.config.plan import plan_lines
+    from gapfuzz.workers.run.releases import lacks, state
+
+    release = Release.of({"relstack": "1.0"})
+    site = _made_by_hand(release, wheels / "relstack-1.0-py3-none-any.whl", wheels / "relstack-2.0-py3-none-any.whl")
+    python = release.folder / "bin" / "python"
+    assert lacks(release, python) is None and state(release) == ("cached", None)
+    shutil.rmtree(site / "relstack")  # the module gone, its metadata kept: the one behind is imported
+    assert f"relstack 1.0 whose module is imported from {wheels / 'behind'}" in lacks(release, python)
+    shutil.rmtree(site / "relstack-1.0.dist-info")  # both gone: the release behind it answers for it
+    assert state(release) == ("broken", "relstack 2.0")
+    c = campaign(CAMPAIGN % (STACK, '["1.0"]'))
+    assert f"release relstack 1.0: its environment is broken (it holds relstack 2.0), will be made again in " \
+           f"{release.folder}" in plan_lines(c, ["ops/tanh/float32/0"])
+    said = []
+    made = environment(release, said.append)
+    assert made.made_s is not None and any("holds relstack 2.0 instead of its pins; making it again" in s for s in said)
+    out = subprocess.run([made.python, "-c", "import relstack; print(relstack.__version__)"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "1.0" and state(release) == ("cached", None)
+    assert environment(release).made_s is None  # sound again: used as it is
+
+
+def test_a_release_pool_interpreter_reaches_rays_shell_line_as_one_word(tmp_path):
+    """Ray runs ``py_executable`` through ``bash -c`` (``RuntimeEnvContext.exec_worker``): a cache folder with a
+    space kept every worker from starting, and one holding ``$(...)`` ran it."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from gapfuzz.workers.run.releases import runtime_env
+
+    marker = tmp_path / "RAN"
+    folder = tmp_path / f"ca che $(touch {marker})" / "bin"
+    folder.mkdir(parents=True)
+    python = folder / "python"
+    os.symlink(sys.executable, python)
+    given = runtime_env(Release.of({"relstack": "1.0"}), str(python))["py_executable"]
+    assert shlex.split(given) == [str(python)]
+    done = subprocess.run(["bash", "-c", " ".join(["exec", given, "-c", shlex.quote("print('worker')")])],
+                          capture_output=True, text=True, timeout=60)  # as Ray's exec_worker builds its line
+    assert done.stdout.strip() == "worker" and not marker.exists(), done.stderr
+
+
+@pytest.mark.parametrize("entry, phrase", [
+    ('{backend: onnxruntime@cpu, versions: ["latest"]}',
+     "backends.targets[0].versions[0]: 'latest' is not a release as a package index spells one; give a version"),
+    ('{backend: inductor@cpu, torch: "2.13.0; rm -rf /"}', "backends.targets[0].torch: '2.13.0; rm -rf /' is not a "
+                                                           "release"),
+    ('{backend: onnxruntime@cpu, versions: ["1.31.1"], images: {"1.31.1": "ort $(touch RAN)"}}',
+     "backends.targets[0].images.1.31.1: 'ort $(touch RAN)' is not a container image reference; give "
+     "[registry/]name[:tag][@digest]"),
+    ('{backend: onnxruntime@cpu, versions: ["1.31.1"], images: {"1.31.1": "ort:1.31.1 --privileged"}}',
+     "is not a container image reference"),
+])
+def test_a_release_or_image_refusal_names_what_is_wrong_with_it(entry, phrase):
+    with pytest.raises(CampaignError, match="^[^\n]*$") as e:
+        campaign(f"name: r\nseeds: [{{source: ops, include: [\"ops/tanh/float32/*\"]}}]\n"
+                 f"backends:\n  targets:\n    - {entry}\n")
+    assert phrase in str(e.value) and "cannot name a folder" not in str(e.value), str(e.value)
+
+
+def test_image_references_as_a_registry_spells_them():
+    import re
+
+    from gapfuzz.workers.run.releases import IMAGE_PATTERN, ReleaseError, runtime_env
+
+    for good in ("ort", "ubuntu:22.04", "registry.example.com/gapfuzz-openvino:2026.3.1", "localhost:5000/a/b_c:x",
+                 "ghcr.io/me/gapfuzz@sha256:" + "0" * 64):
+        assert re.match(IMAGE_PATTERN, good), good
+    for bad in ("", "ort;ls", "ort $(id)", "Ort", "ort:1.0\n", "-v/:/h ort", "ort:", "a//b", "ort:1 --privileged"):
+        assert not re.match(IMAGE_PATTERN, bad), bad
+        with pytest.raises(ReleaseError, match="is not an image reference"):
+            runtime_env(Release.of({"onnxruntime": "1.31.1"}), None, bad or " ")
+
+
+def test_images_on_a_machine_without_podman_are_one_line_before_any_work(monkeypatch):
+    """Ray starts an ``image_uri`` pool's workers in podman: without it each worker is lost and started again,
+    thousands of times, and the campaign waits. On the embedded Ray that is one line; on a cluster, the nodes'."""
+    import shutil
+
+    from gapfuzz.fuzzer.config.pools import Pools
+
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    c = campaign("name: r\nseeds: [{source: ops}]\nbackends:\n  targets: [{backend: onnxruntime@cpu, versions: "
+                 "[\"1.31.1\"], images: {\"1.31.1\": \"registry.example.com/ort:1.31.1\"}}]\n")
+    with pytest.raises(CampaignError, match="^[^\n]*$") as e:
+        Pools(c).releases(here=True)
+    assert "backend onnxruntime-1.31.1@cpu: its release runs in the image 'registry.example.com/ort:1.31.1', and " \
+           "this machine has no podman" in str(e.value)
+    pools = Pools(c)
+    pools.releases(here=False)  # a cluster's nodes run it
+    assert pools.settings["cpu~onnxruntime==1.31.1"].runtime_env == {"image_uri": "registry.example.com/ort:1.31.1"}
+
+
+def test_a_cache_where_no_environment_can_be_made_is_said_of_the_cache_not_the_run_folder(tmp_path, monkeypatch):
+    from .test_hostile_inputs import in_process
+
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "envs").write_text("a file where the environments' folder goes")
+    monkeypatch.setenv("GAPFUZZ_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ReleaseError, match="^[^\n]*$") as e:
+        environment(Release.of({"relstack": "1.0"}))
+    assert str(e.value).startswith(f"environment cache {tmp_path / 'cache' / 'envs'}: cannot make the environment "
+                                   f"of relstack 1.0 there ("), str(e.value)
+    path = tmp_path / "c.yaml"
+    path.write_text(CAMPAIGN % (STACK, '["1.0"]'))
+    code, err = in_process(["run", str(path), "--out", str(tmp_path / "run")])
+    lines = [line for line in err.splitlines() if line.startswith("gapfuzz:")]  # torch's own warnings aside
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert f"backend relstack-1.0@cpu: environment cache {tmp_path / 'cache' / 'envs'}: cannot make" in lines[0]
+    assert "cannot write:" not in lines[0] and not (tmp_path / "run").exists()
+
+
+@pytest.mark.ray
+def test_a_campaign_whose_cache_folder_holds_a_space_and_shell_runs_its_release_and_nothing_else(tmp_path, wheels,
+                                                                                                  monkeypatch):
+    from gapfuzz.analysis.api import load_run
+
+    marker = tmp_path / "RAN"
+    monkeypatch.setenv("GAPFUZZ_CACHE_DIR", str(tmp_path / f"ca che $(touch {marker})"))
+    path = tmp_path / "c.yaml"
+    path.write_text(CAMPAIGN % (STACK, '["1.0"]'))
+    proc = gapfuzz("run", path, "--out", tmp_path / "out", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = load_run(tmp_path / "out").records(["backend", "backend_version"])
+    assert set(records.loc[records["backend"] == "relstack-1.0@cpu", "backend_version"]) == {"1.0"}
+    assert not marker.exists()

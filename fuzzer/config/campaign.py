@@ -23,10 +23,11 @@ from gapfuzz.core.registry import did_you_mean
 from gapfuzz.core.setting import build
 from gapfuzz.core.strict_yaml import CAMPAIGN_MAX_BYTES, MAX_BYTES, YamlError, key_problem, load, non_finite, read_file
 from gapfuzz.workers.run.releases import Release
-from gapfuzz.fuzzer.config.backends import (as_list, backend_spec, check_backends, check_training, device_references,
-                                            with_releases)
+from gapfuzz.fuzzer.config.backends import (EXEC_OPTIONS, as_list, backend_spec, check_backends, check_training,
+                                            device_references, with_releases)
 from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
-from gapfuzz.fuzzer.config.settings import BackendSet, CampaignError, CampaignFile, VariantSettings
+from gapfuzz.fuzzer.config.settings import (PATTERN_RULES, BackendSet, CampaignError, CampaignFile, VariantSettings,
+                                            pool_env_problem)
 from gapfuzz.results.folder import ResultsError
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.workers.judge.compare import DEFAULT_TOLERANCES
@@ -74,8 +75,10 @@ def _schema_error(source: str, err: jsonschema.ValidationError) -> str:
         return f"{source}: {where}: expected a whole number, got {inst!r} (did you mean {int(inst)}?)"
     if isinstance(inst, float) and not math.isfinite(inst):  # past a maximum: said as non_finite says it
         return f"{source}: {where}: a finite number is needed here, not NaN or infinity"
-    if err.validator == "pattern":
-        return f"{source}: {where}: {_short(inst)} cannot name a folder; give {NAME_RULE}"
+    if err.validator == "pattern":  # said as what the value fails to be, not as the pattern
+        what, rule = PATTERN_RULES.get(err.validator_value, ("does not match", f"give a value matching "
+                                                                               f"{err.validator_value}"))
+        return f"{source}: {where}: {_short(inst)} {what}; {rule}"
     if err.validator == "additionalProperties":
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(allowed))
@@ -292,6 +295,10 @@ def _resolve(config: dict, source: str) -> Campaign:
         if s["source"] not in known:
             raise CampaignError(f"{source}: seeds[{i}].source: unknown seed source '{s['source']}'"
                                 f"{did_you_mean(s['source'], known)}")
+    for device, pool in config["pools"].items():  # read by every sandbox process: data, unless the user says
+        problem = pool_env_problem(pool.get("env") or {}, EXEC_OPTIONS.get())
+        if problem:
+            raise CampaignError(f"{source}: pools.{device}.env{problem}")
     b, v = config["backends"], config["variants"]
     targets, entries = [], []
     for i, entry in enumerate(b["targets"]):

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gapfuzz.results.catalog import Catalog
 from gapfuzz.results.store import ResultsError
 from gapfuzz.core.bugs import Status
 from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.core.setting import MAX_PAIRS, MAX_RUNS
 from gapfuzz.seeds import list_seeds
 from gapfuzz.seeds.registry import source_of, width_params, width_points_of
 from gapfuzz.core.ids import SeedId
@@ -66,17 +68,20 @@ def _ran_in_catalog(c: Campaign, i: int, sel, ids: list[str]) -> list[str]:
     return kept
 
 
-def with_sizes(c: Campaign, seed_ids: list[str]) -> list[str]:
+def with_sizes(c: Campaign, seed_ids: list[str], tick: Callable[[int, int], None] | None = None) -> list[str]:
     """Each seed followed by the seeds it is rebuilt at (``seeds.sizes``): ``sizes.per_seed`` of the sizes
     its source can rebuild it at (one from each band, drawn with the campaign seed), as many along the
     dimension its operator works along (``choose_along``: the largest size among them), and
     ``sizes.widths`` widths, handed out in ``width_order`` over the campaign's seeds of each source.
     Sizes and widths a seed cannot take are said (``_SizeNotes``, logged as a warning), never an error:
-    every seed still runs at its own size."""
+    every seed still runs at its own size. ``tick(done, total)`` hears each seed as it starts: a width is
+    counted on a model built on the meta device, up to a second a seed."""
     out: list[str] = []
     order, handed = width_order(c.sizes.width_values), {}  # widths handed out so far, per source
     notes = _SizeNotes(c)
-    for sid in seed_ids:
+    for k, sid in enumerate(seed_ids):
+        if tick is not None:
+            tick(k, len(seed_ids))
         out.append(sid)
         if SeedId.parse(sid).rebuilt:
             continue
@@ -173,6 +178,37 @@ def variant_count(c: Campaign, seed_id: str) -> int:
     return min(c.sizes.variants, c.variants.per_seed) if SeedId.parse(seed_id).rebuilt else c.variants.per_seed
 
 
+def pair_counts(c: Campaign, seed_ids: list[str]) -> dict[tuple[str, str], int]:
+    """(backend, mode) -> the (variant, backend) pairs a fresh campaign runs there, counted from the settings
+    (each seed's variants, on each backend in each mode it runs in), not enumerated as ``plan`` does."""
+    variants = sum(variant_count(c, s) for s in seed_ids)
+    return {(s.name, str(mode)): variants for s in c.backends.all() for mode in c.modes if s.runs_in(mode)}
+
+
+def check_size(c: Campaign, seed_ids: list[str], at_least: bool = False) -> None:
+    """Refuse a plan past ``MAX_PAIRS`` pairs or ``MAX_RUNS`` runs (``core.setting``), in one line, from its
+    counts and before it is built: every count within its bound can still multiply into billions. ``at_least``:
+    ``seed_ids`` before the sizes are added (``with_sizes``, which only adds), so the plan is at least this."""
+    pairs = sum(pair_counts(c, seed_ids).values())
+    runs = pairs * c.probes.per_variant
+    if pairs <= MAX_PAIRS and runs <= MAX_RUNS:
+        return
+    more, n = "at least " if at_least else "", len(seed_ids)
+    raise CampaignError(f"{c.source}: plans {more}{runs:,} runs ({more}{pairs:,} pairs of a variant and a backend, "
+                        f"from {n:,} seed{'s' * (n != 1)}, x {c.probes.per_variant:,} probes); a campaign may plan at "
+                        f"most {MAX_RUNS:,} runs and {MAX_PAIRS:,} pairs: select fewer seeds or lower "
+                        f"variants.per_seed, probes.per_variant or sizes")
+
+
+def sized_seeds(c: Campaign, seed_ids: list[str], tick: Callable[[int, int], None] | None = None) -> list[str]:
+    """``with_sizes`` between two ``check_size``: a plan too large already is refused before its sizes are
+    chosen (seconds a seed), one too large with them before it is built."""
+    check_size(c, seed_ids, at_least=True)
+    sized = with_sizes(c, seed_ids, tick)
+    check_size(c, sized)
+    return sized
+
+
 @dataclass
 class SeedWork:
     seed_id: str
@@ -205,17 +241,18 @@ def plan(c: Campaign, seed_ids: list[str], done: set[tuple[str, str]],
     return work
 
 
-def ready(release) -> bool:
-    """Whether an earlier campaign made ``release``'s environment (``workers.run.releases``)."""
-    from gapfuzz.workers.run.releases import READY
+def ready(release) -> str:
+    """How ``release``'s environment stands in the cache (``workers.run.releases``), in words."""
+    from gapfuzz.workers.run.releases import state
 
-    return (release.folder / READY).exists()
+    found, instead = state(release)
+    return {"cached": "is cached", "broken": f"is broken (it holds {instead}), will be made again"}.get(
+        found, "will be made")
 
 
 def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
     """What a campaign would run, for ``gapfuzz run --check``: its seeds and variants per mode, then the
     (variant, backend) pairs and the runs (a pair runs each of its probes) per backend and mode."""
-    work = plan(c, seed_ids, set())
     rebuilt = sum(SeedId.parse(s).rebuilt for s in seed_ids)
     lines = [f"{c.source}: valid; campaign {c.name!r}, writing to {c.output}/{c.name}",
              f"seeds: {len(seed_ids)} ({len(seed_ids) - rebuilt} selected, {rebuilt} rebuilt at another size or "
@@ -225,16 +262,17 @@ def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
         lines.append(f"variants in {mode}: {n} (up to {c.variants.per_seed} a seed, {c.sizes.variants} a rebuilt one)")
     lines.append(f"a pair runs its variant's probes ({c.probes.per_variant} value probes), each timed "
                  f"{c.run.repeats} time(s) after its first call")
-    rows = [(name, str(mode), sum(name in m for w in work if w.mode == mode for m in w.missing.values()))
-            for name in (s.name for s in c.backends.all()) for mode in c.modes]
-    rows = [r for r in rows if r[2]]
+    rows = [(name, mode, pairs) for (name, mode), pairs in pair_counts(c, seed_ids).items() if pairs]
     width = max([len("backend"), *(len(r[0]) for r in rows)])
     lines.append(f"{'backend':<{width}}  {'mode':<10} {'pairs':>7} {'runs':>8}")
     lines += [f"{name:<{width}}  {mode:<10} {pairs:>7} {pairs * c.probes.per_variant:>8}" for name, mode, pairs in rows]
     total = sum(r[2] for r in rows)
     lines.append(f"{'total':<{width}}  {'':<10} {total:>7} {total * c.probes.per_variant:>8}")
     lines.append("runs: pairs x probes per variant (relation and layout probes come beside them); nothing was run")
-    for r in dict.fromkeys(s.release for s in c.backends.all() if s.pool != s.device):  # releases not installed
-        made = ready(r)
-        lines.append(f"release {r}: its environment {'is cached' if made else 'will be made'} in {r.folder}")
+    released: dict = {}
+    for s in (s for s in c.backends.all() if s.pool != s.device):  # releases not installed
+        released.setdefault(s.release, s)
+    for r, s in released.items():
+        lines.append(f"release {r}: runs in the image {s.image!r} (on nodes with podman)" if s.image else
+                     f"release {r}: its environment {ready(r)} in {r.folder}")
     return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 from dataclasses import replace
 
@@ -56,6 +57,10 @@ class Pools:
             if spec is None:
                 continue
             python = None
+            if here and spec.image and not shutil.which("podman"):  # Ray's image_uri: its workers start in podman
+                raise CampaignError(f"{self.c.source}: backend {spec.name}: its release runs in the image "
+                                    f"{spec.image!r}, and this machine has no podman to run it (images are for a "
+                                    f"cluster whose nodes have podman: give --address; or leave 'images' out)")
             if here and not spec.image:
                 try:
                     python = environment(spec.release, say).python
@@ -66,7 +71,10 @@ class Pools:
                     if why:
                         raise CampaignError(f"{self.c.source}: backend {other.name} is not available in the "
                                             f"environment of {spec.release}: {why}")
-            self.settings[name] = replace(pool, runtime_env=runtime_env(spec.release, python, spec.image))
+            try:
+                self.settings[name] = replace(pool, runtime_env=runtime_env(spec.release, python, spec.image))
+            except ReleaseError as e:
+                raise CampaignError(f"{self.c.source}: backend {spec.name}: {e}") from None
         self.released = True
 
     def check_available(self) -> None:

@@ -6,17 +6,20 @@ the names (mutators, backends). The keys the workers read are defined in ``worke
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, StrEnum
 from gapfuzz.core.modes import DEFAULT_MODE, MODE_NAMES
-from gapfuzz.core.setting import MAX_COUNT, MAX_PER_SEED, MAX_SECONDS, MAX_WORKERS, schema_of, setting
+from gapfuzz.core.setting import (MAX_COUNT, MAX_MEMORY_GB, MAX_PARAMS, MAX_PER_SEED, MAX_SECONDS, MAX_SEED,
+                                  MAX_WORKERS, schema_of, setting)
 from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS
 from gapfuzz.workers.judge.compare import Tolerances
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun
 from gapfuzz.workers.run.probes import DEFAULT_KINDS, ProbeSettings
 from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.releases import IMAGE_PATTERN, IMAGE_RULE
 
 # Names that become folder names (the campaign's, a backend label's): no hidden or path-like ones, no
 # trailing newline (``\Z``, not ``$``), and short enough for every file system's file names.
@@ -24,9 +27,6 @@ NAME_MAX = 100
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,%d}\Z" % (NAME_MAX - 1)
 NAME_RULE = f"letters, digits and . _ + -, not starting with . _ + -, at most {NAME_MAX} characters"
 POOL_DEVICES = ("cpu", "cuda", "mps", "xpu", "npu")
-MAX_PARAMS = 10**12  # a parameter cap past any model a worker could hold
-MAX_MEMORY_GB = 1 << 20  # a worker's memory: a pebibyte
-MAX_SEED = 2**63 - 1  # the campaign seed: an int64
 MAX_TOLERANCE = 1e30  # a tolerance, a multiplier or a distance in units of tolerance
 
 # Schema pieces several keys share. Enums and defaults hold plain values: the resolved campaign is written as YAML.
@@ -37,6 +37,16 @@ _NONNEG_NUM = {"type": "number", "minimum": 0, "maximum": MAX_TOLERANCE}
 _MODE_NAMES = list(MODE_NAMES)
 MAX_RELEASES = 16  # releases of one stack in a campaign: each is an environment and a pool
 _RELEASE = {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.+!_-]{0,39}\Z"}  # as a package index spells one
+_ATEN_OP = "^aten\\.[A-Za-z0-9_.]+$"
+# what a value each pattern refuses is not, and what to give instead: the one line of a refusal
+PATTERN_RULES = {
+    NAME_PATTERN: ("cannot name a folder", f"give {NAME_RULE}"),
+    _RELEASE["pattern"]: ("is not a release as a package index spells one",
+                          "give a version: a digit first, then letters, digits and . + ! _ -, at most 40 characters "
+                          "(e.g. 1.31.1)"),
+    IMAGE_PATTERN: ("is not a container image reference", f"give {IMAGE_RULE}"),
+    _ATEN_OP: ("is not an ATen operator", "give aten.<name>.<overload>, e.g. aten.sum.dim_IntList"),
+}
 _MODES = {"oneOf": [{"enum": _MODE_NAMES},
                     {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": _MODE_NAMES}}]}
 _BACKEND = {"oneOf": [
@@ -52,7 +62,8 @@ _BACKEND = {"oneOf": [
                     "versions": {"type": "array", "minItems": 1, "maxItems": MAX_RELEASES, "uniqueItems": True,
                                  "items": _RELEASE},
                     "torch": _RELEASE,
-                    "images": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 500}}}},
+                    "images": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 500,
+                                                                          "pattern": IMAGE_PATTERN}}}},
 ]}
 
 
@@ -146,6 +157,31 @@ class BackendsSection:
     device_reference: bool = setting(True, "judge a target on another device against the reference there")
 
 
+# a pool's ``env`` reaches every sandbox process, so any variable but these (thread counts, each a whole number)
+# could make one load code (PYTHONPATH, PYTHONSTARTUP, LD_PRELOAD, an Inductor cache dir of compiled code, ...):
+# those are set only when the command line says --allow-exec-options
+SAFE_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+
+
+def pool_env_problem(env: dict, allow_exec: bool) -> str | None:
+    """What is wrong with a pool's ``env`` (``.KEY: why``, after ``pools.<device>.env``), None when nothing is;
+    ``allow_exec``: the command line's ``--allow-exec-options``."""
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            return f": {str(key)[:60]!r} is not a variable name (letters, digits and _, not starting with a digit)"
+        if "\0" in value:
+            return f".{key}: its value holds a NUL character"
+        if allow_exec:
+            continue
+        if key not in SAFE_ENV:
+            return (f".{key}: a pool's env reaches every sandbox process and can make it load code; gapfuzz sets "
+                    f"{key} only with --allow-exec-options (without it: {', '.join(SAFE_ENV)}, as whole numbers)")
+        if not re.fullmatch(r"[0-9]{1,4}", value) or not 1 <= int(value) <= MAX_WORKERS:
+            return f".{key}: {value[:60]!r} is not a number of threads (a whole number, 1 to {MAX_WORKERS})"
+    return None
+
+
 @dataclass(frozen=True)
 class PoolSection:
     """One device's pool as written (``workers.run.pool.PoolSettings`` adds the device)."""
@@ -156,7 +192,9 @@ class PoolSection:
     threads: int = setting(1, minimum=1, maximum=MAX_WORKERS)
     gpus_per_worker: float = setting(1, exclusiveMinimum=0, maximum=1)
     memory_gb: float | None = setting(None, exclusiveMinimum=0, maximum=MAX_MEMORY_GB)
-    env: dict = setting({}, schema={"type": "object", "additionalProperties": {"type": "string"}})
+    env: dict = setting({}, "variables of its sandbox processes: thread counts; any other only with "
+                            "--allow-exec-options", schema={"type": "object",
+                                                            "additionalProperties": {"type": "string"}})
 
 
 @dataclass(frozen=True)
@@ -193,7 +231,7 @@ class CompareSettings(JudgeCompare):
     multiplier: float = setting(3.0, exclusiveMinimum=0, maximum=MAX_TOLERANCE)
     far: float = setting(1000.0, exclusiveMinimum=0, maximum=MAX_TOLERANCE)
     dtype_bound_ops: list[str] = setting([], schema={
-        "type": "array", "items": {"type": "string", "pattern": "^aten\\.[A-Za-z0-9_.]+$"}, "maxItems": 1000})
+        "type": "array", "items": {"type": "string", "pattern": _ATEN_OP}, "maxItems": 1000})
     align_scope: AlignScope = setting(AlignScope.SEED.value)
 
     def __post_init__(self):

@@ -8,7 +8,8 @@ pin costs only its own wheels. Its Ray workers start in that environment's inter
 data (the graph IR, weights, inputs, records). On a cluster, Ray makes the environment on each node
 from the same pins (its ``pip`` runtime environment) or takes a container image per release.
 Environments live under ``<cache>/envs`` (``core.files.cache_dir``), one folder per set of pins and
-Python; a folder is used only once its ``ready.json`` is written, so a half-made one is made again.
+Python; a folder is used only once its ``ready.json`` is written, so a half-made one is made again, and only
+while it holds its pins (checked at each use: a pin lost from it would run the installed release under its name).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import site
 import subprocess
@@ -33,6 +35,39 @@ from gapfuzz.core.registry import did_you_mean
 
 VERSION_PATTERN = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,39}\Z")  # a release as a package index spells it
 READY = "ready.json"
+# a container image reference, ``[registry[:port]/]name[:tag][@digest]`` as Docker's reference grammar spells one:
+# Ray puts it on a shell command line (podman's), so nothing else may reach it
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?"
+IMAGE_PATTERN = (rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                 r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z")
+IMAGE_RULE = "[registry/]name[:tag][@digest], e.g. registry.example.com/ort:1.31.1"
+# what is asked of an environment's interpreter at each use: each pinned distribution's version, and whether its
+# modules are imported from where that distribution is installed (its metadata left, its module gone, the module
+# of the release behind it would be imported under the pinned version's name)
+_HOLDS = """
+import importlib.metadata as m, importlib.util as u, json, os, sys
+out = {}
+for d in sys.argv[1:]:
+    try:
+        dist = m.distribution(d)
+    except m.PackageNotFoundError:
+        out[d] = [None, None]
+        continue
+    home = os.path.realpath(str(dist.locate_file(""))) + os.sep
+    tops = {f.parts[0].split(".")[0] for f in dist.files or () if f.parts and not f.parts[0].startswith(".")}
+    away = None
+    for name in sorted(t for t in tops if t.isidentifier() and t != "__pycache__"):
+        try:
+            spec = u.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        where = ([spec.origin] if spec.origin else list(spec.submodule_search_locations or ())) if spec else []
+        if where and not any(os.path.realpath(w).startswith(home) for w in where if w):
+            away = away or where[0]
+    out[d] = [dist.version, away]
+print(json.dumps(out))
+"""
 
 
 class ReleaseError(RuntimeError):
@@ -107,17 +142,32 @@ class Environment:
 
 
 def environment(release: Release, say=None) -> Environment:
-    """The release's environment, made if no earlier campaign made it (``say``: a line of progress, e.g.
-    ``print`` to stderr); a ``ReleaseError`` naming the release when it cannot be made."""
+    """The release's environment, made if no earlier campaign made it, made again if it no longer holds its
+    pins (``say``: a line of progress, e.g. ``print`` to stderr); a ``ReleaseError`` naming the release, or
+    the cache folder, when it cannot be made."""
     folder = release.folder
+    try:
+        return _environment(release, folder, say)
+    except OSError as e:  # the cache's disk, not the run folder's: say which file
+        why = "a file stands where a folder is needed" if isinstance(e, (FileExistsError, NotADirectoryError)) \
+            else e.strerror or str(e)
+        raise ReleaseError(f"environment cache {folder.parent}: cannot make the environment of {release} there "
+                           f"({e.filename or folder}: {why}); set GAPFUZZ_CACHE_DIR elsewhere") from None
+
+
+def _environment(release: Release, folder: Path, say) -> Environment:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another campaign making the same one: wait for it, then use it
         python = folder / "bin" / "python"
         if (folder / READY).exists() and python.exists():
+            wrong = lacks(release, python)
+            if not wrong:
+                if say:
+                    say(f"environment for {release}: {folder} (made by an earlier campaign)")
+                return Environment(release, str(python), None)
             if say:
-                say(f"environment for {release}: {folder} (made by an earlier campaign)")
-            return Environment(release, str(python), None)
+                say(f"environment for {release}: {folder} holds {wrong} instead of its pins; making it again")
         t0 = time.monotonic()
         if say:
             say(f"environment for {release}: making it in {folder} (once; later campaigns reuse it)")
@@ -135,6 +185,40 @@ def environment(release: Release, say=None) -> Environment:
         return Environment(release, str(python), made)
 
 
+def lacks(release: Release, python: str | Path) -> str | None:
+    """What the environment of ``python`` holds instead of ``release``'s pins (``onnxruntime 1.32.0``, or a
+    pinned release whose module is imported from elsewhere); None when it holds every pin."""
+    try:
+        done = subprocess.run([str(python), "-c", _HOLDS, *(d for d, _ in release.pins)], capture_output=True,
+                              text=True, timeout=120)
+        got = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        got = None
+    if not isinstance(got, dict):
+        return "an interpreter that does not start"
+    wrong = []
+    for d, v in release.pins:
+        version, away = (got.get(d) or [None, None])[:2]
+        if not matches(version, v):
+            wrong.append(f"{d} {version or 'missing'}")
+        elif away:
+            wrong.append(f"{d} {version} whose module is imported from {away}, not where {d} is installed")
+    return ", ".join(wrong) or None
+
+
+def state(release: Release) -> tuple[str, str | None]:
+    """Its environment in the cache: ``cached`` (made, holding its pins), ``broken`` (made, but no longer
+    holding them: it is made again at its next use; with what it holds instead) or ``absent``."""
+    python = release.folder / "bin" / "python"
+    try:
+        if not ((release.folder / READY).exists() and python.exists()):
+            return "absent", None
+    except OSError:  # a cache folder that cannot be read: the run says so, naming it
+        return "absent", None
+    wrong = lacks(release, python)
+    return ("broken", wrong) if wrong else ("cached", None)
+
+
 def _make(release: Release, folder: Path, say) -> None:
     """A virtual environment without pip, this interpreter's site-packages behind its own (a ``.pth`` line),
     the pins installed by this interpreter's pip with pip's own configuration (index, find-links)."""
@@ -149,12 +233,9 @@ def _make(release: Release, folder: Path, say) -> None:
         say(f"environment for {release}: pip install {' '.join(release.requirements)}")
     _run([str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
           *release.requirements], release, folder / "pip.log", timeout_s=1800)
-    check = "import importlib.metadata as m, json, sys; print(json.dumps({d: m.version(d) for d in sys.argv[1:]}))"
-    got = json.loads(subprocess.run([str(python), "-c", check, *(d for d, _ in release.pins)], capture_output=True,
-                                    text=True, check=True).stdout)
-    wrong = [f"{d} {got.get(d)}" for d, v in release.pins if not matches(got.get(d), v)]
+    wrong = lacks(release, python)
     if wrong:
-        raise ReleaseError(f"{release}: the environment made for it holds {', '.join(wrong)} instead")
+        raise ReleaseError(f"{release}: the environment made for it holds {wrong} instead")
 
 
 def _run(command: list[str], release: Release, log: Path, timeout_s: float = 300) -> None:
@@ -192,7 +273,9 @@ def runtime_env(release: Release, python: str | None, image: str | None = None) 
     """Ray's runtime environment for a pool of ``release``: this machine's environment (``python``), a
     container image, or (on a cluster) Ray's own pip environment on each node from the same pins."""
     if image:
+        if not re.match(IMAGE_PATTERN, image):  # checked in the campaign file too: Ray puts it on a command line
+            raise ReleaseError(f"{release}: image {image[:80]!r} is not an image reference; give {IMAGE_RULE}")
         return {"image_uri": image}
     if python:
-        return {"py_executable": python}
+        return {"py_executable": shlex.quote(python)}  # Ray runs it through a shell: one word, whatever the path
     return {"pip": {"packages": release.requirements}}
