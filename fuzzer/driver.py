@@ -28,7 +28,7 @@ from gapfuzz.workers.run.jobs import JobLoop, Stranded
 from gapfuzz.workers.run.pool import gpu_utilisation
 
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
-from gapfuzz.fuzzer.config.plan import SeedWork, plan, select_seeds, with_sizes
+from gapfuzz.fuzzer.config.plan import SeedWork, plan, select_seeds, sized_seeds
 from gapfuzz.fuzzer.config.pools import Pools
 from gapfuzz.fuzzer.cli.progress import Progress
 from gapfuzz.fuzzer.schedule import CampaignJobs
@@ -59,8 +59,10 @@ class Driver:
         self.started_ray = self.pools.connect(self.address) or self.started_ray
 
     # ------------------------------------------------------------------ the campaign
-    def run(self, seed_ids: list[str] | None = None) -> None:
-        seed_ids = with_sizes(self.c, select_seeds(self.c) if seed_ids is None else seed_ids)
+    def run(self, seed_ids: list[str] | None = None, sized: bool = False) -> None:
+        """``sized``: ``seed_ids`` hold the seeds rebuilt at other sizes already (``plan.sized_seeds``)."""
+        if not sized:
+            seed_ids = sized_seeds(self.c, select_seeds(self.c) if seed_ids is None else seed_ids)
         work = plan(self.c, seed_ids, self.sink.store.done_keys(), list(self.pools.specs))
         self._count(work)
         seeds_total = len(seed_ids) * len(self.c.modes)  # a seed is built once per mode

@@ -110,12 +110,16 @@ def test_a_record_text_field_is_cut_where_it_is_written_saying_how_much(tmp_path
     assert row["culprit_info"] == "c" * 10 and capped("short") == "short"
 
 
-def _folder_with_a_huge_field(path, message: str) -> None:
-    """A run folder of ordinary crashes and one file, written raw as an older gapfuzz could, with a huge message."""
+def _folder_with_a_huge_field(path, message: str, rows: int = 1, distinct: bool = False) -> None:
+    """A run folder of ordinary crashes and one file, written raw as an older gapfuzz (or a hostile writer)
+    could, of ``rows`` records with a huge message: the same in each (Parquet stores it once), or ``distinct``."""
     RecordStore(path).write([_record(i) for i in range(20)])
-    row = _record(99).to_row()
-    row.update(message=message, time=None)
-    pq.write_table(pa.Table.from_pylist([row], schema=arrow_schema()),
+    raw = []
+    for i in range(rows):
+        row = _record(99 + i).to_row()
+        row.update(message=f"{i:04d}{message[4:]}" if distinct else message, time=None)
+        raw.append(row)
+    pq.write_table(pa.Table.from_pylist(raw, schema=arrow_schema()),
                    path / "records" / "inductor@cpu" / "part-raw-0.parquet")
 
 
@@ -150,6 +154,36 @@ def test_triage_reads_a_20_mb_field_with_bounded_memory(tmp_path):
     print(f"triage peak RSS: {base} MB without the 20 MB field, {peak} MB with it")
     assert peak - base < 150, (base, peak)
     assert max(map(len, out.splitlines())) < 400
+
+
+def test_triage_reads_a_huge_message_repeated_in_many_rows_with_bounded_memory(tmp_path):
+    """Parquet holds a value repeated in 16 rows once (a dictionary); read as whole columns it was 16 copies
+    (a 2.7 MB folder cost triage 1.5 GB). Text is read dictionary-encoded and capped before it is decoded."""
+    small, huge = tmp_path / "small", tmp_path / "huge"
+    RecordStore(small).write([_record(i) for i in range(20)])
+    _folder_with_a_huge_field(huge, "x" * (20 << 20), rows=16)
+    base, _ = _peak_mb(small)
+    peak, out = _peak_mb(huge)
+    print(f"triage peak RSS: {base} MB without the 16 x 20 MB field, {peak} MB with it")
+    assert peak - base < 150, (base, peak)
+    assert "[cut: " in out or max(map(len, out.splitlines())) < 400
+
+
+def test_a_text_column_larger_than_capped_fields_can_be_is_refused_before_it_is_read(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """Parquet decodes a page whole, and one page may hold a row group's every value: a text column of more
+    bytes in a row group than its rows' capped fields could hold (38 MB of 50 MB messages cost diff 3.4 GB) is
+    one line naming the file and the column, read from the footer alone."""
+    from gapfuzz.results import store
+
+    monkeypatch.setattr(store, "MAX_TEXT_CHUNK", 1 << 20)  # the bound, scaled down: 4 rows may hold 1 MiB
+    _folder_with_a_huge_field(tmp_path, "x" * (512 << 10), rows=4, distinct=True)
+    for argv in (["triage", str(tmp_path)], ["diff", str(tmp_path), str(tmp_path)]):
+        rc, out, err = _cli(argv, capsys)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert "part-raw-0.parquet: its column message holds 2 MiB of text in a row group of 4 rows, more than " \
+               "gapfuzz writes (a field is capped at 65536 characters)" in err, err
+    assert RecordStore(tmp_path).read(["variant_id", "status"]).num_rows == 24  # other columns still read
 
 
 # -- Markdown

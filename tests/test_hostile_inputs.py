@@ -42,6 +42,10 @@ CASES = {
     "binary": ({"c.yaml": b"\x89PNG\r\n\x1a\n\0\0\0"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "not a text file"),
     "not-utf8": ({"c.yaml": b"name: caf\xe9\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "not UTF-8"),
     "yaml-syntax": ({"c.yaml": "seeds: [\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "not valid YAML at line"),
+    "list-key": ({"c.yaml": campaign("? [a, b]\n: 1")}, ["run", "--check", "{d}/c.yaml"],
+                 "c.yaml: not valid YAML at line 2: a key is a list; a key is a single value (a name)"),
+    "mapping-key": ({"c.yaml": campaign("pools: {? {cpu: 1}: {workers: 1}}")}, ["run", "--check", "{d}/c.yaml"],
+                    "c.yaml: not valid YAML at line 2: a key is a mapping"),
     "a-list": ({"c.yaml": "- a\n- b\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"], "a mapping of keys, got list"),
     "duplicate-key": ({"c.yaml": campaign("name: h", "name: other")}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
                       "the key 'name' is given twice"),
@@ -149,6 +153,25 @@ CASES = {
                             "not a readable Parquet file"),
     "triage-malformed-campaign": ({"run/records/x/part-1.parquet": "RECORDS", "run/campaign.yaml": "a: [\n"},
                                   ["triage", "{d}/run"], "campaign.yaml: not valid YAML"),
+    "triage-list-key-campaign": ({"run/records/x/part-1.parquet": "RECORDS",
+                                  "run/campaign.yaml": OK + "? [a, b]\n: 1\n"},
+                                 ["triage", "{d}/run"], "campaign.yaml: not valid YAML at line 4: a key is a list"),
+    "repro-list-key-campaign": ({"run/records/x/part-1.parquet": "RECORDS",
+                                 "run/campaign.yaml": OK + "? [a, b]\n: 1\n"},
+                                ["repro", "{d}/run", "c-"], "campaign.yaml: not valid YAML at line 4: a key is a list"),
+    "resume-list-key-campaign": ({"c.yaml": OK, "run/campaign.yaml": OK + "? [a, b]\n: 1\n"},
+                                 ["run", "{d}/c.yaml", "--out", "{d}/run", "--resume"],
+                                 "run/campaign.yaml: not valid YAML at line 4: a key is a list"),
+    # a deeply nested JSON value in a record of a folder before schema 7 (its nested columns JSON text)
+    "triage-deep-json": ({"run/records/x/part-1.parquet": {"backend_options": "[" * 50_000 + "]" * 50_000}},
+                         ["triage", "{d}/run"], "part-1.parquet: timm/test_resnet#0 on b@cpu: its record's "
+                                                "backend_options is not what gapfuzz writes there (ValueError: JSON "
+                                                "nested more than 64 levels deep)"),
+    "diff-deep-json": ({"run/records/x/part-1.parquet": {"backend_options": "{\"a\": " + "[" * 50_000 + "]" * 50_000
+                                                          + "}"}, "old/records/x/part-1.parquet": "RECORDS"},
+                       ["diff", "{d}/old", "{d}/run"], "its record's backend_options is not what gapfuzz writes"),
+    "report-deep-json": ({"run/records/x/part-1.parquet": {"versions": "[" * 50_000 + "]" * 50_000}},
+                         ["report", "{d}/run", "--out", "{d}/r.html"], "its record's versions is not what gapfuzz"),
     "report-into-a-file": ({"run/records/x/part-1.parquet": "RECORDS", "f": "a file"},
                            ["report", "{d}/run", "--out", "{d}/f/report.html"], "cannot write the report"),
     "diff-missing": ({"run/records/x/part-1.parquet": "RECORDS"}, ["diff", "{d}/run", "{d}/nope"],
@@ -216,6 +239,25 @@ CASES = {
                    ["run", "{d}/c.yaml", "--out", "{d}/run"], "at most 100 characters"),
     "long-name": ({"c.yaml": campaign(name="n" * 300)}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
                   "name: 'nnnnn"),
+    # --- no program from a campaign's settings: a pool's env, a release, an image (Ray's command lines)
+    "pool-env-pythonpath": ({"c.yaml": campaign("pools: {cpu: {env: {PYTHONPATH: evil}}}"), "evil/sitecustomize.py":
+                             "open('RAN', 'w').close()\n"}, ["run", "{d}/c.yaml", "--out", "{d}/run"],
+                            "pools.cpu.env.PYTHONPATH: a pool's env reaches every sandbox process and can make it "
+                            "load code; gapfuzz sets PYTHONPATH only with --allow-exec-options"),
+    "pool-env-ld-preload-check": ({"c.yaml": campaign("pools: {cuda: {env: {LD_PRELOAD: /tmp/x.so}}}")},
+                                  ["run", "{d}/c.yaml", "--check"], "pools.cuda.env.LD_PRELOAD:"),
+    "pool-env-not-a-name": ({"c.yaml": campaign("pools: {cpu: {env: {'A=B': '1'}}}")},
+                            ["run", "{d}/c.yaml", "--out", "{d}/run", "--allow-exec-options"],
+                            "pools.cpu.env: 'A=B' is not a variable name"),
+    "release-not-a-version": ({"c.yaml": campaign(targets='[{backend: onnxruntime@cpu, versions: ["latest"]}]')},
+                              ["run", "{d}/c.yaml", "--out", "{d}/run"], "backends.targets[0].versions[0]: 'latest' "
+                                                                         "is not a release as a package index spells"),
+    "release-shell": ({"c.yaml": campaign(targets='[{backend: inductor@cpu, torch: "2.1; touch RAN"}]')},
+                      ["run", "{d}/c.yaml", "--check"], "torch: '2.1; touch RAN' is not a release"),
+    "image-shell": ({"c.yaml": campaign(targets='[{backend: onnxruntime@cpu, versions: ["1.31.1"], '
+                                                'images: {"1.31.1": "ort $(touch RAN)"}}]')},
+                    ["run", "{d}/c.yaml", "--out", "{d}/run"], "images.1.31.1: 'ort $(touch RAN)' is not a container "
+                                                               "image reference"),
     # --- a run folder writes only inside itself
     "run-inside-records": ({"c.yaml": OK, "run/records/x/part-1.parquet": "RECORDS"},
                            ["run", "{d}/c.yaml", "--out", "{d}/run/records/new"], "inside the run folder"),
@@ -616,3 +658,78 @@ def test_ray_that_does_not_start_is_retried_once_then_one_line(monkeypatch):
     with pytest.raises(ConnectionError, match=r"did not start .*timed out during startup\. This could happen") as e:
         pool.connect(None, 1)
     assert calls == [None, "120"] and "\n" not in str(e.value)
+
+
+# ---------------------------------------------------------------- record columns of another type (issue 58)
+DEEP = "[" * 100_000 + "]" * 100_000
+# id: (column, its values in the one record, their Arrow type (None: inferred), what the one line says)
+MALFORMED = {
+    "status-as-floats": ("status", [1.0], None, "its column status holds double, where gapfuzz writes string"),
+    "backend-as-integers": ("backend", [0], None, "its column backend holds int64, where gapfuzz writes string"),
+    "list-column-as-text": ("ops", ['["aten.add.Tensor"]'], None, "its column ops holds string, where gapfuzz writes "
+                                                                  "list<"),
+    "one-nested-column-as-text": ("backend_options", ['{"a": 1}'], None, "its column backend_options holds string"),
+    "node-count-as-text": ("node_count", ["7"], None, "its column node_count holds string, where gapfuzz writes int64"),
+    "deep-json-option": ("backend_options", [[{"key": "x", "value": DEEP, "type": "json"}]], "backend_options",
+                         "its column backend_options: the key 'x': its json value cannot be read (JSON nested more "
+                         "than 64 levels deep)"),
+    "number-option-not-json": ("backend_options", [[{"key": "n", "value": "1 2", "type": "int"}]], "backend_options",
+                               "its column backend_options: the key 'n': its int value cannot be read"),
+    "option-of-no-type": ("backend_options", [[{"key": "t", "value": "1", "type": "tuple"}]], "backend_options",
+                          "its column backend_options: the key 't': its type 'tuple' is none of"),
+}
+
+
+def _malformed_run(d: Path, column: str, values: list, type_of) -> Path:
+    """A run folder of one failed record (``_write_records``) whose ``column`` a careless or hostile writer
+    replaced with ``values``, the file's schema and its gapfuzz_schema_version kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gapfuzz.results.schema import arrow_schema
+
+    path = d / "run" / "records" / "b@cpu" / "part-1.parquet"
+    _write_records(path, "RECORDS")
+    table = pq.read_table(path)
+    array = pa.array(values, arrow_schema().field(type_of).type if type_of else None)
+    pq.write_table(table.set_column(table.schema.get_field_index(column), column, array), path)
+    return d / "run"
+
+
+@pytest.mark.parametrize("command", ["triage", "report", "diff", "load_run"])
+@pytest.mark.parametrize("case", list(MALFORMED), ids=list(MALFORMED))
+def test_a_record_column_of_another_type_is_one_line_naming_the_file_and_the_column(case, command, tmp_path,
+                                                                                   monkeypatch):
+    """Read as data, a status of floats made a failure cluster vanish and a list column as text was a pyarrow
+    traceback; every reader of a run folder refuses the file instead, naming it and the column."""
+    from gapfuzz.analysis.api import load_run
+    from gapfuzz.results.folder import ResultsError
+
+    column, values, type_of, needle = MALFORMED[case]
+    run = _malformed_run(tmp_path, column, values, type_of)
+    monkeypatch.chdir(tmp_path)
+    if command == "load_run":
+        with pytest.raises(ResultsError) as e:
+            load_run(run).clusters()
+        line = str(e.value)
+    else:
+        before = _tree(tmp_path)
+        argv = {"triage": ["triage", str(run)], "report": ["report", str(run), "--out", str(tmp_path / "r.html")],
+                "diff": ["diff", str(run), str(run)]}[command]
+        code, err = in_process(argv)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert _tree(tmp_path) == before, "something was written"
+        line = err.strip()
+    assert "records/b@cpu/part-1.parquet: " in line and needle in line, line
+
+
+def test_report_draws_names_holding_dollar_signs_as_plain_text(tmp_path, monkeypatch):
+    """matplotlib reads ``$...$`` as mathtext; a backend or operator named ``$\\undefinedmacro$`` stopped the
+    report with its parse error. Labels are plain text."""
+    name = "o$\\undefinedmacro$"
+    _write_records(tmp_path / "run" / "records" / "x" / "part-1.parquet", "RECORDS", backend=f"{name}@cpu", stack=name,
+                   ops=[f"aten.{name}.default"])
+    monkeypatch.chdir(tmp_path)
+    code, err = in_process(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")])
+    assert code == 0 and err == "", err
+    assert "$\\undefinedmacro$" in (tmp_path / "r.html").read_text()

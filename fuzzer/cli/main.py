@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
+import time
 from dataclasses import astuple
 from pathlib import Path
 
@@ -15,6 +18,25 @@ from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage, open_run
 
 
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a command that SIGPIPE stopped (128 + 13)
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # and one that Ctrl-C (SIGINT) or SIGTERM stopped
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt (``main`` installs the handler):
+    every ``finally`` on the way out runs (a sandbox's executor is killed, a file closed), no ``except Exception``
+    takes it for an error, and code that stops cleanly on Ctrl-C does on it too (Ray's waits, for one, turn any
+    other exception raised inside them into a SystemError; they raise a KeyboardInterrupt of their own instead,
+    so ``_terminated`` remembers the signal)."""
+
+
+_terminated = False  # SIGTERM arrived during this command
+
+
+def stop_status(e: BaseException) -> int | None:
+    """130 or 143 for an exception that means the user stopped the command (Ctrl-C or SIGTERM), else None."""
+    if isinstance(e, KeyboardInterrupt):
+        return EXIT_TERMINATED if isinstance(e, Terminated) or _terminated else EXIT_INTERRUPTED
+    return None
 
 
 SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict", "stage", "mutations"]
@@ -45,11 +67,12 @@ def cmd_run(args) -> int:
     from gapfuzz.fuzzer.config.backends import exec_options_allowed
     from gapfuzz.fuzzer.driver import Driver
     from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
-    from gapfuzz.fuzzer.config.plan import select_seeds
+    from gapfuzz.fuzzer.config.plan import select_seeds, sized_seeds
 
     with exec_options_allowed(args.allow_exec_options):  # options naming a program: only when the user says so
         campaign = load_campaign(args.campaign)
-    seed_ids = select_seeds(campaign)  # bad selections fail here, before anything is written
+    # bad selections, and a plan past its bound, fail here, before anything is written or built
+    seed_ids = sized_seeds(campaign, select_seeds(campaign), None if args.quiet else _planning_ticker())
     if args.check:
         return _check(campaign, seed_ids)
     try:
@@ -80,17 +103,20 @@ def cmd_run(args) -> int:
         raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
             from None
     try:
-        driver.run(seed_ids)
+        driver.run(seed_ids, sized=True)
     except ConnectionError as e:  # the embedded Ray did not start (workers.run.pool.connect): nothing is lost
         raise UserError(f"Ray: {' '.join(str(e).split())[:200]}; continue with: "
                         f"{resume_command(args.campaign, run_dir, args.address)}") from None
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: records so far are kept in {run_dir}; continue with: "
-              f"{resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
-        return 130
     except OSError as e:  # the run folder's disk: what was written before stays
         raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
                         f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None
+    except BaseException as e:  # Ctrl-C or SIGTERM: what was recorded stays, and says how to go on
+        status = stop_status(e)
+        if status is None:
+            raise
+        print(f"\n{'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}: records so far are kept in "
+              f"{run_dir}; continue with: {resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
+        return status
     df = _records(str(run_dir), SUMMARY_COLUMNS)
     print(render_summary(df))
     unmutated = render_unmutated(df)
@@ -108,10 +134,26 @@ def cmd_run(args) -> int:
 
 def _check(campaign, seed_ids: list[str]) -> int:
     """``gapfuzz run --check``: the file is valid (it loaded) and this is what it would run."""
-    from gapfuzz.fuzzer.config.plan import plan_lines, with_sizes
+    from gapfuzz.fuzzer.config.plan import plan_lines
 
-    print("\n".join(plan_lines(campaign, with_sizes(campaign, seed_ids))))
+    print("\n".join(plan_lines(campaign, seed_ids)))
     return 0
+
+
+def _planning_ticker(every_s: float = 2.0):
+    """``tick(done, total)`` for ``plan.with_sizes``: a line on stderr every few seconds while the seeds' sizes
+    are chosen (up to a second a model seed), so that ``run --check`` of a thousand models says how far it is."""
+    t0 = last = time.monotonic()
+
+    def tick(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= every_s:
+            last = now
+            left = f", about {(now - t0) / done * (total - done):.0f} s left" if done else ""
+            print(f"planning: sizes of {done} of {total} seeds chosen ({now - t0:.0f} s{left})", file=sys.stderr,
+                  flush=True)
+    return tick
 
 
 def cmd_schema(args) -> int:
@@ -126,8 +168,14 @@ def cmd_schema(args) -> int:
 def cmd_repro(args) -> int:
     from gapfuzz.results.store import ResultsError
 
+    from gapfuzz.fuzzer.repro.across import AgainstError, against_form
     from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
 
+    try:
+        for given in args.against:  # each release as text now; whose stack it is, once a cluster's target is known
+            against_form(given)
+    except AgainstError as e:
+        raise UserError(str(e)) from None
     run = open_run(args.run_dir)  # a bad folder is one clear line before anything is built
     if args.all:
         return _repro_all(run, args)
@@ -168,21 +216,43 @@ def _repro_all(run, args) -> int:
         raise UserError(f"{args.run_dir}: gapfuzz repro minimises from a local run folder")
     ids = list(run.clusters(vendor=True)["cluster"])
     todo = [c for c in ids if not (run.path / "repros" / c / "shrink.json").is_file()]
-    t0, rows = time.perf_counter(), []
+    t0, rows, applied = time.perf_counter(), [], set()
     for i, cluster in enumerate(todo):
         if time.perf_counter() - t0 > args.budget_s:
             rows.append([cluster, "not started: budget spent", "", "", ""])
             continue
         print(f"[{i + 1}/{len(todo)}] {cluster}", flush=True)
+        against = _against_for(run, cluster, args.against)
+        applied.update(against)
         try:
             r = reproduce_cluster(args.run_dir, cluster, None, max_calls=args.max_calls, tries=args.tries,
-                                  allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options)
+                                  allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options,
+                                  against=against)
             rows.append([cluster, r.status, r.form, r.lines, f"{r.seconds:.0f}"])
         except (ResultsError, ReproError) as e:
             rows.append([cluster, f"not minimised: {e}"[:100], "", "", ""])
     print(format_table(["cluster", "status", "form", "lines", "seconds"], rows))
     print(f"{len(ids) - len(todo)} of {len(ids)} vendor clusters had a reproducer already")
+    for given in dict.fromkeys(a for a in args.against if a not in applied):
+        print(f"note: --against {printable(given)!r}: no cluster minimised here is on that stack")
     return 0
+
+
+def _against_for(run, cluster: str, against: list[str]) -> tuple[str, ...]:
+    """The ``--against`` releases that name the stack of ``cluster``'s representative (its distribution, or torch):
+    with ``--all``, each cluster is checked on the releases of its own stack. Where the stack cannot be told (an
+    old folder, a plug-in), all of them, for ``reproduce`` to judge."""
+    from gapfuzz.fuzzer.repro.across import against_form, against_names
+    from gapfuzz.workers.run.registry import backend_class
+
+    if not against:
+        return ()
+    try:
+        stack = str(run.cluster(cluster, ["stack"])["stack"].iloc[0])
+        names = against_names(stack, backend_class(stack).release_distribution())
+    except Exception:  # noqa: BLE001 - the stack is a filter; reproduce says what is wrong with the cluster
+        return tuple(against)
+    return tuple(a for a in against if against_form(a)[0].lower() in names)
 
 
 def cmd_mutators(args) -> int:
@@ -302,10 +372,105 @@ def main(argv: list[str] | None = None) -> int:
         if type(handler.formatter) is logging.Formatter:
             handler.setFormatter(_PrintableFormatter(handler.formatter._fmt))
     _tolerant_output()
+    with _sigterm_raises():
+        try:
+            status = _main(argv)
+        except BrokenPipeError:
+            return _pipe_closed()
+        except BaseException as e:
+            status = stop_status(e)
+            if status is None:
+                raise
+            print(f"gapfuzz: {'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}", file=sys.stderr)
+    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        _end_children()
+    return status
+
+
+def _raise_terminated(signum, frame):
+    global _terminated
+    _terminated = True
+    raise Terminated
+
+
+class _sigterm_raises:
+    """SIGTERM raises ``Terminated`` in the main thread while a command runs (Python's default would end the
+    process at once: no ``finally``, a sandbox's executor left running), as SIGINT raises KeyboardInterrupt."""
+
+    def __enter__(self):
+        global _terminated
+        _terminated = False
+        self.main = threading.current_thread() is threading.main_thread()
+        if self.main:
+            self.previous = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, _raise_terminated)
+
+    def __exit__(self, *exc):
+        if self.main:
+            signal.signal(signal.SIGTERM, self.previous if self.previous is not None else signal.SIG_DFL)
+        return False
+
+
+def _end_children() -> None:
+    """After Ctrl-C or SIGTERM, once every ``finally`` ran: Ray stopped if this process started it, then any
+    process still left of this one's making killed: its descendants, the process group each leads (a sandbox's
+    executor, a reproducer's run are each in a session of their own), and what was orphaned in this process's
+    own group (a package installer's children). Linux only (``/proc``); elsewhere the ``finally`` blocks are all.
+    A second Ctrl-C meanwhile is ignored: the command has ended, and a traceback would say it had not."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
-        return _main(argv)
-    except BrokenPipeError:
-        return _pipe_closed()
+        _end_processes()
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def _end_processes() -> None:
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001 - on the way out: what is left is killed below
+            pass
+    for pid, group in _left_behind():
+        try:
+            if group:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:  # gone already, or not ours to kill
+            pass
+
+
+def _left_behind() -> list[tuple[int, bool]]:
+    """(pid, whether it leads a process group of its own) of every process to end: this one's descendants, and
+    the members of the group this one leads whose parent is neither in it nor this one's parent (orphans; not
+    a pipeline's other commands)."""
+    me, parent, group = os.getpid(), os.getppid(), os.getpgrp()
+    table = {}  # pid -> (parent, group)
+    try:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    table[int(entry)] = (int(fields[1]), int(fields[2]))
+                except (OSError, IndexError, ValueError):
+                    continue
+    except OSError:
+        return []
+    out, todo = {}, [me]
+    while todo:
+        p = todo.pop()
+        for pid, (pp, pg) in table.items():
+            if pp == p and pid not in out:
+                out[pid] = pg == pid and pg != group
+                todo.append(pid)
+    if group == me:
+        out.update({pid: False for pid, (pp, pg) in table.items() if pg == me and pid != me and pid not in out
+                    and pp != parent and table.get(pp, (0, 0))[1] != me})
+    return list(out.items())
 
 
 def _main(argv: list[str] | None) -> int:

@@ -5,6 +5,9 @@ import argparse
 import math
 import sys
 
+from gapfuzz.core.setting import (MAX_COUNT, MAX_MEMORY_GB, MAX_NUMBER, MAX_PARAMS, MAX_PER_SEED, MAX_SECONDS,
+                                  MAX_SEED, MAX_WORKERS)
+
 EXIT_BAD_INPUT = 2
 
 
@@ -20,21 +23,34 @@ class UserError(Exception):
     """Bad input from the command line; printed as one line, exit status 2."""
 
 
-def _number(kind, low: float, strict: bool):
+def _number(kind, low: float, strict: bool, high: float):
+    """A number in ``low`` (above it, if ``strict``) to ``high``: the bound of the campaign key the option stands
+    for (``core.setting``), so no value given here overflows a timer, a memory limit or a count further in."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value < low or (strict and value == low):
-            raise argparse.ArgumentTypeError(f"{text!r}: a finite number {'above' if strict else 'at least'} {low:g}"
-                                             f" is needed")
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole' if kind is int else 'a'} number") from None
+        if not math.isfinite(value) or value < low or (strict and value == low) or value > high:
+            raise argparse.ArgumentTypeError(f"{text!r}: a finite number {'above' if strict else 'at least'} {low:g} "
+                                             f"and at most {high:,} is needed")
         return value
     parse.__name__ = kind.__name__
     return parse
 
 
-positive_int, natural_int, positive_float = _number(int, 0, True), _number(int, 0, False), _number(float, 0, True)
+# Each numeric option takes the bound of the campaign key it stands for (--timeout: capture.timeout_s, --memory-gb:
+# pools.*.memory_gb, --seed: seed, ...); one that stands for none, the general one (``core.setting.bounded``).
+def positive_int(high: int = MAX_NUMBER):
+    return _number(int, 0, True, high)
+
+
+def natural_int(high: int = MAX_NUMBER):
+    return _number(int, 0, False, high)
+
+
+def positive_float(high: float = MAX_NUMBER):
+    return _number(float, 0, True, high)
 
 
 def path_arg(text: str) -> str:
@@ -67,7 +83,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
 
     t = sub.add_parser("triage", help="cluster table of a run folder")
     t.add_argument("run_dir")
-    t.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
+    t.add_argument("--limit", type=positive_int(), default=50, help="clusters to show")
     t.add_argument("--benign", action="store_true", help="also list differences explained without a defect")
     t.add_argument("--why", metavar="CLUSTER", help="why the runs of one cluster are one bug: its key, and what they "
                    "differ in (dtypes, probes, symptoms)")
@@ -84,7 +100,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="clusters new, gone and still there between two campaigns")
     d.add_argument("run_a", help="the earlier run folder")
     d.add_argument("run_b", help="the later run folder")
-    d.add_argument("--limit", type=positive_int, default=50, help="clusters to show")
+    d.add_argument("--limit", type=positive_int(), default=50, help="clusters to show")
     for q, name in ((t, "triage"), (rp, "report"), (d, "diff")):
         q.add_argument("--known", type=path_arg, help="known-issues file (YAML) that marks clusters already known")
         q.add_argument("--catalog", type=path_arg,
@@ -101,14 +117,15 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
         q.add_argument("--filter", action="append", help="glob on the seed id, e.g. 'timm/resnet*' (repeatable)")
         q.add_argument("--exclude", action="append", help="glob of seeds to leave out (repeatable)")
     sl.set_defaults(fn=commands["seeds list"])
-    sc.add_argument("--sample", type=positive_int, help="scan a random sample of this many seeds")
-    sc.add_argument("--seed", type=natural_int, default=0, help="random seed of the sample")
+    sc.add_argument("--sample", type=positive_int(MAX_COUNT), help="scan a random sample of this many seeds")
+    sc.add_argument("--seed", type=natural_int(MAX_SEED), default=0, help="random seed of the sample")
     sc.add_argument("--out", type=path_arg, default="runs/seed-scan",
                     help="folder of the catalog (resumed if it exists)")
-    sc.add_argument("--workers", type=natural_int, default=0, help="parallel workers (default: one per core)")
-    sc.add_argument("--timeout", type=positive_float, default=600, help="seconds per seed")
-    sc.add_argument("--max-params", type=positive_int, default=100_000_000, help="parameter cap")
-    sc.add_argument("--memory-gb", type=positive_float, help="memory limit per worker")
+    sc.add_argument("--workers", type=natural_int(MAX_WORKERS), default=0,
+                    help="parallel workers (default: one per core)")
+    sc.add_argument("--timeout", type=positive_float(MAX_SECONDS), default=600, help="seconds per seed")
+    sc.add_argument("--max-params", type=positive_int(MAX_PARAMS), default=100_000_000, help="parameter cap")
+    sc.add_argument("--memory-gb", type=positive_float(MAX_MEMORY_GB), help="memory limit per worker")
     sc.add_argument("--address", help="Ray cluster to join")
     sc.add_argument("--quiet", action="store_true", help="no progress display (live on a terminal, lines in a log)")
     sc.add_argument("--resume", action="store_true",
@@ -120,11 +137,12 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     x.add_argument("cluster_id", nargs="?", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
     x.add_argument("--all", action="store_true", help="every vendor cluster of the run, one after another, the "
                    "unreproduced first; those with a reproducer already are skipped")
-    x.add_argument("--budget-s", type=positive_int, default=3600, help="with --all: stop starting clusters after "
-                   "this many seconds")
+    x.add_argument("--budget-s", type=positive_int(MAX_SECONDS), default=3600,
+                   help="with --all: stop starting clusters after this many seconds")
     x.add_argument("--out", type=path_arg, help="folder (default: RUN_DIR/repros/<cluster id>)")
-    x.add_argument("--max-calls", type=positive_int, default=300, help="budget of checks while shrinking")
-    x.add_argument("--tries", type=positive_int, default=3, help="fresh runs of repro.py before it is declared final")
+    x.add_argument("--max-calls", type=positive_int(MAX_COUNT), default=300, help="budget of checks while shrinking")
+    x.add_argument("--tries", type=positive_int(MAX_PER_SEED), default=3,
+                   help="fresh runs of repro.py before it is declared final")
     x.add_argument("--allow-plugins", action="store_true",
                    help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
     x.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "

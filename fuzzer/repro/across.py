@@ -22,13 +22,24 @@ class AgainstError(ValueError):
     """A ``--against`` that names no release of the target's stack (one line)."""
 
 
+def against_form(given: str, example: str = "onnxruntime") -> tuple[str, str]:
+    """``STACK==RELEASE`` as (stack, release), checked as text before any work (``gapfuzz repro --all`` has no
+    target yet): a name, and a release as a package index spells one."""
+    name, mark, version = given.partition("==")
+    if not mark or not name.strip() or not VERSION_PATTERN.match(version):
+        raise AgainstError(f"--against {given!r}: STACK==RELEASE is expected, e.g. {example}==1.0")
+    return name, version
+
+
+def against_names(stack: str, dist: str | None) -> dict[str, str]:
+    """The names a ``--against`` may give a target of ``stack`` by (lowercase), each to the distribution it pins."""
+    return {n.lower(): d for n, d in ((stack, dist), (dist, dist), ("torch", "torch")) if n and d}
+
+
 def parse_against(target: BackendSpec, given: str) -> Release:
     """``STACK==RELEASE`` (the stack or its distribution, or torch) as the target's release with that pin."""
-    name, mark, version = given.partition("==")
-    dist = target.backend_cls().release_distribution()
-    names = {n: d for n, d in ((target.stack, dist), (dist, dist), ("torch", "torch")) if d}
-    if not mark or not VERSION_PATTERN.match(version):
-        raise AgainstError(f"--against {given!r}: STACK==RELEASE is expected, e.g. {target.stack}==1.0")
+    name, version = against_form(given, target.stack)
+    names = against_names(target.stack, target.backend_cls().release_distribution())
     if name.lower() not in names:
         raise AgainstError(f"--against {given!r}: {name!r} is not {target.name}'s stack or torch"
                            f"{did_you_mean(name, list(names))}")

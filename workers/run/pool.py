@@ -16,9 +16,11 @@ import logging
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -220,6 +222,21 @@ RemotePoolWorker = ray.remote(concurrency_groups={WATCH_GROUP: 1})(PoolWorker)
 
 
 @contextlib.contextmanager
+def _sigterm_kept():
+    """The caller's SIGTERM handler, put back after ``ray.init``, which installs its own in the driver (Python's
+    ``sys.exit`` and, in its core worker, a C++ one that prints a stack and aborts: no ``finally`` runs, the
+    workers and their sandboxes are left running). ``gapfuzz``'s (``fuzzer.cli.main``) then ends a campaign as
+    Ctrl-C does; where none was set (Python's default), Ray's stays."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if callable(previous):
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def _quiet_unless_it_works():
     """What the process writes to its stderr (C++ included) is held back, and shown only if the block ends
     without an exception: a failure is then the caller's one line."""
@@ -250,12 +267,12 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if address:
         os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "10")  # a cluster that does not answer: ~10 s, not 20
-        with _quiet_unless_it_works():  # Ray prints a warning a second while it retries
+        with _sigterm_kept(), _quiet_unless_it_works():  # Ray prints a warning a second while it retries
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         return False
     for attempt in (1, 2):  # a loaded machine can take longer than Ray's 30 s to start a node: once more, longer
         try:
-            with _quiet_unless_it_works():
+            with _sigterm_kept(), _quiet_unless_it_works():
                 ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.ERROR)
             return True

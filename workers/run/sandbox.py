@@ -8,6 +8,7 @@ reductions would tie the reply's lifetime to a process that may be about to be k
 """
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -22,6 +23,31 @@ from gapfuzz.core.bugs import Status
 from gapfuzz.workers.run import pipe
 
 REPLY, RAISED = "reply", "raised"  # the tags of the executor's answers
+# Every executor process started and not yet reaped. Each runs in a session of its own (a Ctrl-C at the terminal
+# reaches this process alone, which decides), so nothing ends it with this one: ``_end_executors`` does at exit.
+_STARTED: set[subprocess.Popen] = set()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """``proc`` and its process group (the stack's own children: compile workers, a forked helper), then reaped."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    proc.wait()
+    _STARTED.discard(proc)
+
+
+@atexit.register
+def _end_executors() -> None:
+    """The executors of sandboxes nobody closed (an exception, Ctrl-C or SIGTERM went past their ``finally``, or
+    none had one): killed when this process ends, never left running orphaned."""
+    for proc in list(_STARTED):
+        try:
+            _kill(proc)
+        except Exception:  # noqa: BLE001 - on the way out, the next one still goes
+            pass
 
 
 @dataclass
@@ -86,6 +112,7 @@ class Sandbox:
             [self.python, "-m", "gapfuzz.workers.run.executor", str(p2c_r), str(c2p_w)],
             pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True)
+        _STARTED.add(proc)
         os.close(p2c_r)
         os.close(c2p_w)
         return proc, Connection(p2c_w, readable=False), Connection(c2p_r, writable=False)
@@ -117,12 +144,7 @@ class Sandbox:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-        self.proc.wait()
+        _kill(self.proc)
         for conn in (getattr(self, "outbox", None), getattr(self, "inbox", None)):
             if conn is not None:
                 conn.close()
@@ -198,11 +220,7 @@ class Sandbox:
         self.stop()
         if self.spare is not None:
             proc, outbox, inbox = self.spare
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+            _kill(proc)
             outbox.close()
             inbox.close()
             self.spare = None
