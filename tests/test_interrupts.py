@@ -43,7 +43,7 @@ def test_a_stopped_command_says_one_line_with_its_status(signum, status, word, m
     """In this process: the signal arrives while a command works; ``main`` says one line and returns 128 + the
     signal, and puts the SIGTERM handler it had back."""
     ended = []
-    monkeypatch.setattr(cli, "_end_children", lambda: ended.append(True))  # not this test process's children
+    monkeypatch.setattr(cli, "end_children", lambda: ended.append(True))  # not this test process's children
 
     def working(args):
         os.kill(os.getpid(), signum)

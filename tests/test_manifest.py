@@ -119,7 +119,7 @@ def test_gapfuzz_run_writes_the_manifest_beside_the_campaign(tmp_path, monkeypat
     from gapfuzz.fuzzer.cli import main as cli
     from gapfuzz.fuzzer.driver import Driver
 
-    def interrupted(self, seed_ids=None):
+    def interrupted(self, seed_ids=None, sized=False):
         raise KeyboardInterrupt
 
     monkeypatch.setenv("GAPFUZZ_CACHE_DIR", str(tmp_path / "cache"))

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from dataclasses import astuple
 from pathlib import Path
@@ -14,31 +12,12 @@ from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import printable
 
 from gapfuzz.fuzzer.cli.parser import EXIT_BAD_INPUT, UserError, build_parser
-from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage, open_run
+from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage
+from gapfuzz.fuzzer.cli.repro import cmd_repro
+from gapfuzz.fuzzer.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, end_children, sigterm_raises, stop_status
 
 
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a command that SIGPIPE stopped (128 + 13)
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # and one that Ctrl-C (SIGINT) or SIGTERM stopped
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt (``main`` installs the handler):
-    every ``finally`` on the way out runs (a sandbox's executor is killed, a file closed), no ``except Exception``
-    takes it for an error, and code that stops cleanly on Ctrl-C does on it too (Ray's waits, for one, turn any
-    other exception raised inside them into a SystemError; they raise a KeyboardInterrupt of their own instead,
-    so ``_terminated`` remembers the signal)."""
-
-
-_terminated = False  # SIGTERM arrived during this command
-
-
-def stop_status(e: BaseException) -> int | None:
-    """130 or 143 for an exception that means the user stopped the command (Ctrl-C or SIGTERM), else None."""
-    if isinstance(e, KeyboardInterrupt):
-        return EXIT_TERMINATED if isinstance(e, Terminated) or _terminated else EXIT_INTERRUPTED
-    return None
-
-
 SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict", "stage", "mutations"]
 
 
@@ -165,96 +144,6 @@ def cmd_schema(args) -> int:
     return 0
 
 
-def cmd_repro(args) -> int:
-    from gapfuzz.results.store import ResultsError
-
-    from gapfuzz.fuzzer.repro.across import AgainstError, against_form
-    from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
-
-    try:
-        for given in args.against:  # each release as text now; whose stack it is, once a cluster's target is known
-            against_form(given)
-    except AgainstError as e:
-        raise UserError(str(e)) from None
-    run = open_run(args.run_dir)  # a bad folder is one clear line before anything is built
-    if args.all:
-        return _repro_all(run, args)
-    if not args.cluster_id:
-        raise UserError("gapfuzz repro: name a cluster id (from gapfuzz triage), or give --all")
-    try:
-        r = reproduce_cluster(args.run_dir, args.cluster_id, args.out, max_calls=args.max_calls, tries=args.tries,
-                              allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options,
-                              against=tuple(args.against))
-    except (ResultsError, ReproError) as e:
-        raise UserError(str(e)) from None
-    if r.status == "not-reproduced" and not r.nodes_after:
-        print(f"the cluster's representative did not show the bug again ({r.predicate_calls} tries): "
-              f"not minimised; see {r.folder}/shrink.json")
-        for note in r.notes:
-            print(f"note: {printable(note)}")
-        return 1
-    print(f"{r.status}: {r.nodes_before} -> {r.nodes_after} operator calls with {r.predicate_calls} checks "
-          f"in {r.seconds:.0f} s; repro.py ({r.form}, {r.lines} lines) failed {r.failures} of {r.tries} fresh runs")
-    for release, shows in r.releases.items():
-        print(f"under {printable(release)}: {shows}")
-    for note in r.notes:
-        print(f"note: {printable(note)}")
-    print(f"reproducer: {r.folder}/repro.py   report: {r.folder}/report.md")
-    return 0 if r.status == "reproducible" else 1
-
-
-def _repro_all(run, args) -> int:
-    """Every vendor cluster under one time budget, the unreproduced first; a table of what each gave."""
-    import time
-
-    from gapfuzz.analysis.table import format_table
-    from gapfuzz.results.store import ResultsError
-
-    from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
-
-    if run.path is None:
-        raise UserError(f"{args.run_dir}: gapfuzz repro minimises from a local run folder")
-    ids = list(run.clusters(vendor=True)["cluster"])
-    todo = [c for c in ids if not (run.path / "repros" / c / "shrink.json").is_file()]
-    t0, rows, applied = time.perf_counter(), [], set()
-    for i, cluster in enumerate(todo):
-        if time.perf_counter() - t0 > args.budget_s:
-            rows.append([cluster, "not started: budget spent", "", "", ""])
-            continue
-        print(f"[{i + 1}/{len(todo)}] {cluster}", flush=True)
-        against = _against_for(run, cluster, args.against)
-        applied.update(against)
-        try:
-            r = reproduce_cluster(args.run_dir, cluster, None, max_calls=args.max_calls, tries=args.tries,
-                                  allow_plugins=args.allow_plugins, allow_exec_options=args.allow_exec_options,
-                                  against=against)
-            rows.append([cluster, r.status, r.form, r.lines, f"{r.seconds:.0f}"])
-        except (ResultsError, ReproError) as e:
-            rows.append([cluster, f"not minimised: {e}"[:100], "", "", ""])
-    print(format_table(["cluster", "status", "form", "lines", "seconds"], rows))
-    print(f"{len(ids) - len(todo)} of {len(ids)} vendor clusters had a reproducer already")
-    for given in dict.fromkeys(a for a in args.against if a not in applied):
-        print(f"note: --against {printable(given)!r}: no cluster minimised here is on that stack")
-    return 0
-
-
-def _against_for(run, cluster: str, against: list[str]) -> tuple[str, ...]:
-    """The ``--against`` releases that name the stack of ``cluster``'s representative (its distribution, or torch):
-    with ``--all``, each cluster is checked on the releases of its own stack. Where the stack cannot be told (an
-    old folder, a plug-in), all of them, for ``reproduce`` to judge."""
-    from gapfuzz.fuzzer.repro.across import against_form, against_names
-    from gapfuzz.workers.run.registry import backend_class
-
-    if not against:
-        return ()
-    try:
-        stack = str(run.cluster(cluster, ["stack"])["stack"].iloc[0])
-        names = against_names(stack, backend_class(stack).release_distribution())
-    except Exception:  # noqa: BLE001 - the stack is a filter; reproduce says what is wrong with the cluster
-        return tuple(against)
-    return tuple(a for a in against if against_form(a)[0].lower() in names)
-
-
 def cmd_mutators(args) -> int:
     from gapfuzz.analysis.table import format_table
 
@@ -372,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         if type(handler.formatter) is logging.Formatter:
             handler.setFormatter(_PrintableFormatter(handler.formatter._fmt))
     _tolerant_output()
-    with _sigterm_raises():
+    with sigterm_raises():
         try:
             status = _main(argv)
         except BrokenPipeError:
@@ -383,94 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             print(f"gapfuzz: {'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}", file=sys.stderr)
     if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
-        _end_children()
+        end_children()
     return status
-
-
-def _raise_terminated(signum, frame):
-    global _terminated
-    _terminated = True
-    raise Terminated
-
-
-class _sigterm_raises:
-    """SIGTERM raises ``Terminated`` in the main thread while a command runs (Python's default would end the
-    process at once: no ``finally``, a sandbox's executor left running), as SIGINT raises KeyboardInterrupt."""
-
-    def __enter__(self):
-        global _terminated
-        _terminated = False
-        self.main = threading.current_thread() is threading.main_thread()
-        if self.main:
-            self.previous = signal.getsignal(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, _raise_terminated)
-
-    def __exit__(self, *exc):
-        if self.main:
-            signal.signal(signal.SIGTERM, self.previous if self.previous is not None else signal.SIG_DFL)
-        return False
-
-
-def _end_children() -> None:
-    """After Ctrl-C or SIGTERM, once every ``finally`` ran: Ray stopped if this process started it, then any
-    process still left of this one's making killed: its descendants, the process group each leads (a sandbox's
-    executor, a reproducer's run are each in a session of their own), and what was orphaned in this process's
-    own group (a package installer's children). Linux only (``/proc``); elsewhere the ``finally`` blocks are all.
-    A second Ctrl-C meanwhile is ignored: the command has ended, and a traceback would say it had not."""
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
-    try:
-        _end_processes()
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
-
-
-def _end_processes() -> None:
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        try:
-            ray.shutdown()
-        except Exception:  # noqa: BLE001 - on the way out: what is left is killed below
-            pass
-    for pid, group in _left_behind():
-        try:
-            if group:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except OSError:  # gone already, or not ours to kill
-            pass
-
-
-def _left_behind() -> list[tuple[int, bool]]:
-    """(pid, whether it leads a process group of its own) of every process to end: this one's descendants, and
-    the members of the group this one leads whose parent is neither in it nor this one's parent (orphans; not
-    a pipeline's other commands)."""
-    me, parent, group = os.getpid(), os.getppid(), os.getpgrp()
-    table = {}  # pid -> (parent, group)
-    try:
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    table[int(entry)] = (int(fields[1]), int(fields[2]))
-                except (OSError, IndexError, ValueError):
-                    continue
-    except OSError:
-        return []
-    out, todo = {}, [me]
-    while todo:
-        p = todo.pop()
-        for pid, (pp, pg) in table.items():
-            if pp == p and pid not in out:
-                out[pid] = pg == pid and pg != group
-                todo.append(pid)
-    if group == me:
-        out.update({pid: False for pid, (pp, pg) in table.items() if pg == me and pid != me and pid not in out
-                    and pp != parent and table.get(pp, (0, 0))[1] != me})
-    return list(out.items())
 
 
 def _main(argv: list[str] | None) -> int:
