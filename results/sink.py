@@ -60,16 +60,20 @@ class RecordSink:
 
 @contextmanager
 def deferred_interrupt():
-    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it (in the main thread; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    """Hold Ctrl-C (SIGINT) and SIGTERM until the block ends, then hand each to the Python handler it had (which
+    raises: KeyboardInterrupt, or the CLI's Terminated), so a file written is also marked written; in the main
+    thread only (elsewhere a no-op), and only a signal whose handler is Python's."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    held = {n: h for n in (signal.SIGINT, signal.SIGTERM) if callable(h := signal.getsignal(n))}
     caught = []
-    previous = signal.signal(signal.SIGINT, lambda *a: caught.append(a))
+    for n in held:
+        signal.signal(n, lambda *a: caught.append(a))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
+        for n, h in held.items():
+            signal.signal(n, h)
+    for signum, frame in caught[:1]:
+        held[signum](signum, frame)

@@ -124,3 +124,18 @@ def test_repro_stopped_in_its_executor_says_one_line_and_leaves_no_process(signu
     assert proc.returncode == status and lines[-1] == f"gapfuzz: {word}" and "Traceback" not in err, err[-3000:]
     time.sleep(0.5)
     assert not [pid for pid in descendants if _alive(pid)]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_records_flush_holds_the_signal_until_its_files_are_marked_written(signum):
+    """A signal between a file's rename and the pending list's update would have its records written twice."""
+    from gapfuzz.fuzzer.cli.stopping import sigterm_raises
+    from gapfuzz.results.sink import deferred_interrupt
+
+    reached = []
+    with sigterm_raises(), pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            os.kill(os.getpid(), signum)
+            time.sleep(0.2)
+            reached.append(True)  # the block ends first
+    assert reached == [True]
