@@ -38,8 +38,9 @@ from gapfuzz.fuzzer.session import SessionStats
 
 class Driver:
     def __init__(self, campaign: Campaign, run_dir: str | Path | Folder, address: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, budget_s: float | None = None):
         self.c, self.address = campaign, address or campaign.address
+        self.budget_s = budget_s or campaign.run.budget_s  # the command line's, else the campaign's
         self.run_dir = run_dir if isinstance(run_dir, Folder) else Folder(run_dir)  # local, or any pyarrow filesystem
         self.pools = Pools(campaign)
         # (variant, backend) pairs: a pair runs all its probes
@@ -49,6 +50,7 @@ class Driver:
         self.fleet: Fleet | None = None
         self.loop: JobLoop | None = None
         self.started_ray = False
+        self.out_of_time = False  # the time budget ended the campaign before its plan did
 
     def check_available(self) -> None:
         """Unavailable backends are an error, or dropped with a warning when the campaign says so."""
@@ -60,7 +62,9 @@ class Driver:
 
     # ------------------------------------------------------------------ the campaign
     def run(self, seed_ids: list[str] | None = None, sized: bool = False) -> None:
-        """``sized``: ``seed_ids`` hold the seeds rebuilt at other sizes already (``plan.sized_seeds``)."""
+        """``sized``: ``seed_ids`` hold the seeds rebuilt at other sizes already (``plan.sized_seeds``). With a
+        time budget, no pair starts after it (``out_of_time``); a resume does the rest."""
+        deadline = time.monotonic() + self.budget_s if self.budget_s else None
         if not sized:
             seed_ids = sized_seeds(self.c, select_seeds(self.c) if seed_ids is None else seed_ids)
         work = plan(self.c, seed_ids, self.sink.store.done_keys(), list(self.pools.specs))
@@ -78,13 +82,14 @@ class Driver:
             jobs = self._start(work)
             jobs.seeds_total, jobs.seeds_done = seeds_total, seeds_total - len(work)
             self.stats["start_s"] = time.monotonic() - t0  # Ray and warm workers, before the first build
-            self.loop.run(jobs)
-            cut_short = False
+            self.out_of_time = not self.loop.run(jobs, deadline)
+            cut_short = self.out_of_time
         except Stranded as e:
             raise CampaignError(str(e)) from None
         finally:
             self._finish(wait_s=2.0 if cut_short else 10.0)
-        self._compact()
+        if not self.out_of_time:  # a campaign its budget stopped goes on later: its files stay as written
+            self._compact()
 
     def _count(self, work: list[SeedWork]) -> None:
         self.progress.total = sum(len(m) for w in work for m in w.missing.values())

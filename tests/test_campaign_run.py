@@ -181,3 +181,19 @@ run: {repeats: 1}
         probe = r.align_error.removeprefix("not run: located on probe ")
         first = div[(div["variant_id"] == r.variant_id) & (div["probe"] == probe)]
         assert list(first["first_div_op"]) == [r.first_div_op]
+
+
+def test_a_time_budget_starts_no_pair_after_it_and_resume_runs_the_rest(tmp_path, write_campaign):
+    """``--time-budget``: no pair starts past it (here: spent while Ray starts), the command ends as a
+    campaign does, and ``--resume`` without a budget runs the whole plan once."""
+    path = write_campaign(CAMPAIGN.replace("include: [test_resnet, test_vit, test_convnext]", "include: [test_resnet]")
+                          .replace("per_seed: 3", "per_seed: 2"))
+    run = tmp_path / "run"
+    first = gapfuzz("run", path, "--out", run, "--quiet", "--time-budget", "1s", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "time budget of 1 s spent" in first.stdout and "--resume" in first.stdout
+    assert not list(run.glob("records/*/*.parquet"))
+    rest = gapfuzz("run", path, "--out", run, "--quiet", "--resume", cwd=tmp_path)
+    assert rest.returncode == 0, rest.stderr
+    df = _records(run)
+    assert len(df) == 2 * BACKENDS * PROBES and df.groupby(["variant_id", "backend", "probe"]).size().max() == 1

@@ -141,6 +141,9 @@ def test_each_numeric_option_has_the_bound_of_its_campaign_key():
     (["repro", "run", "c-", "--tries", str(MAX_PER_SEED + 1)], "--tries"),
     (["repro", "run", "c-", "--max-calls", str(MAX_COUNT + 1)], "--max-calls"),
     (["triage", "run", "--limit", "9" * 30], "--limit"),
+    (["run", "c.yaml", "--time-budget", "0"], "--time-budget: '0': a duration above 0"),
+    (["run", "c.yaml", "--time-budget", "ten minutes"], "--time-budget: 'ten minutes' is not a duration"),
+    (["run", "c.yaml", "--time-budget", "1e9h"], "--time-budget: '1e9h'"),
 ], ids=lambda v: "-".join(v) if isinstance(v, list) else None)
 def test_a_number_past_its_campaign_keys_bound_is_one_line_exit_2(argv, needle, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:

@@ -63,7 +63,7 @@ def cmd_run(args) -> int:
         raise UserError(f"{run_dir}: inside the run folder {around}; a run folder writes only inside itself, "
                         f"so give --out a folder of its own")
     address = args.address or campaign.address
-    driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet)
+    driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet, budget_s=args.time_budget)
     try:
         check_run_dir(run_dir, campaign, args.resume)
         check_cache(campaign)
@@ -96,6 +96,10 @@ def cmd_run(args) -> int:
         print(f"\n{'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}: records so far are kept in "
               f"{run_dir}; continue with: {resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
         return status
+    if driver.out_of_time and driver.progress.done == 0 and not args.resume:  # no record to sum up
+        print(f"time budget of {driver.budget_s:g} s spent before a pair ended; continue with: "
+              f"{resume_command(args.campaign, run_dir, args.address)}")
+        return 0
     df = _records(str(run_dir), SUMMARY_COLUMNS)
     print(render_summary(df))
     unmutated = render_unmutated(df)
@@ -108,6 +112,10 @@ def cmd_run(args) -> int:
           f"{int(counts.get(Status.CRASH, 0))} crashes, {int(counts.get(Status.ERROR, 0))} errors, "
           f"{int(counts.get(Status.TIMEOUT, 0))} timeouts")
     print(f"results: {run_dir}   (triage: gapfuzz triage {run_dir})")
+    if driver.out_of_time:
+        p = driver.progress
+        print(f"time budget of {driver.budget_s:g} s spent: {p.done} of {p.total} pairs run; continue with: "
+              f"{resume_command(args.campaign, run_dir, args.address)}")
     return 0
 
 

@@ -53,6 +53,19 @@ def positive_float(high: float = MAX_NUMBER):
     return _number(float, 0, True, high)
 
 
+def duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``10m`` or ``1.5h``, bounded as ``run.budget_s`` is."""
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text.strip()[-1:].lower(), None)
+    number = text.strip()[:-1] if scale else text
+    try:
+        value = float(number) * (scale or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (90s, 10m, 1.5h or seconds)") from None
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration above 0 and at most {MAX_SECONDS:,} s is needed")
+    return value
+
+
 def path_arg(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path")
@@ -71,6 +84,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
     r.add_argument("--out", type=path_arg, help="run folder: a path, or a URI such as s3://bucket/runs/x "
                    "(default: <output>/<name> from the campaign)")
+    r.add_argument("--time-budget", type=duration, metavar="DURATION", help="stop starting pairs after this wall "
+                   "time (10m, 1h, 900s; default: the campaign's run.budget_s, else none); --resume goes on")
     r.add_argument("--quiet", action="store_true", help="no progress display (live on a terminal, lines in a log)")
     r.add_argument("--check", action="store_true", help="validate the file and print the plan (seeds, variants, "
                    "pairs and runs per backend and mode); run and write nothing")

@@ -18,7 +18,7 @@ SELECTION_DEFAULTS = defaults_of(SeedSelection)
 
 # Keys that say how a campaign runs, not what it finds: a resume may change them (a bigger cluster,
 # another address, another flush size) and keep the records it continues.
-OPERATIONAL_KEYS = ("description", "output", "pools", "ray", "run.flush_every")
+OPERATIONAL_KEYS = ("description", "output", "pools", "ray", "run.flush_every", "run.budget_s")
 
 
 def json_schema() -> dict:

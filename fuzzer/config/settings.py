@@ -220,6 +220,8 @@ class BackendSet:
 @dataclass(frozen=True, kw_only=True)
 class RunSettings(JudgeRun):
     flush_every: int = setting(1000, "records per file written", minimum=1, maximum=MAX_COUNT)
+    budget_s: float | None = setting(None, "wall seconds after which no new pair starts; --resume goes on",
+                                     exclusiveMinimum=0, maximum=MAX_SECONDS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,7 @@ answer, and how to queue a lost job again. The loop is the same: submit, wait, h
 over, retry a job lost with its worker up to ``MAX_LOST`` times (after that its loss is its
 answer), stop with ``Stranded`` when work waits on a pool that has had no worker for
 ``fleet.STRANDED_S``, and refresh the progress line, with what the busy workers are doing (``Watch``).
+With a deadline (a campaign's time budget) it starts nothing after it and leaves the rest for a resume.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from gapfuzz.workers.run.fleet import STRANDED_S, Fleet
 
 MAX_LOST = 3  # times one job may be lost with a worker before its loss is recorded
 WATCH_EVERY_S = 5.0  # how often the busy workers are asked what they are doing (one small call each)
+GRACE_S = 60.0  # past a campaign's time budget, how long the jobs running may take to end before they are left
 
 
 class Stranded(RuntimeError):
@@ -82,10 +84,16 @@ class JobLoop:
         self.retried = 0
         self.watch = Watch()
 
-    def run(self, jobs: Jobs) -> None:
+    def run(self, jobs: Jobs, deadline: float | None = None, grace_s: float = GRACE_S) -> bool:
+        """Run ``jobs`` to the end; True. With a ``deadline`` (``time.monotonic()``), no job starts after it,
+        those running get ``grace_s`` more to end, and the rest are left for a resume: False."""
         while jobs.needs() or self.dispatch:
             self.fleet.poll()
-            jobs.fill(self.dispatch)
+            late = deadline is not None and time.monotonic() >= deadline
+            if late and (not self.dispatch or time.monotonic() >= deadline + grace_s):
+                return False
+            if not late:
+                jobs.fill(self.dispatch)
             if not self.dispatch:
                 self._wait_for_workers(jobs.needs())
                 continue
@@ -104,6 +112,7 @@ class JobLoop:
                 if getattr(self.progress, "enabled", True):
                     self.progress.running = self.watch.poll(self.dispatch.busy())
                 self.progress.update()
+        return True
 
     def _wait_for_workers(self, needed: set[str]) -> None:
         """Nothing in flight and work waiting: its pools have no worker now (their nodes are gone).
