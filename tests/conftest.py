@@ -39,14 +39,30 @@ def captured_vit():
     return capture(create_seed("timm/test_vit"))
 
 
-@pytest.fixture
-def local_ray():
-    """An embedded Ray for one test that drives a campaign in this process (``fuzzer.driver.Driver``)."""
+@pytest.fixture(scope="session")
+def _session_ray():
+    """One embedded Ray for every test of the session that drives a campaign in this process: starting one
+    costs 7-16 s on two cores, and a campaign's driver leaves no worker behind (``Driver._finish``)."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield ray
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def shared_ray() -> None:
+    """The session's embedded Ray, started on first use (or again, if a test shut it down)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+
+
+@pytest.fixture
+def local_ray(_session_ray):
+    """The session's embedded Ray for a test that drives a campaign in this process (``fuzzer.driver.Driver``)."""
+    shared_ray()
     yield
-    ray.shutdown()
 
 
 def run_campaign(text: str, folder: Path, campaign_file: bool = False):

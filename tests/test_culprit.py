@@ -10,6 +10,8 @@ from gapfuzz.core.bugs import DIVERGENCE_FIELDS, MISSING, bug_key, key_id
 from gapfuzz.workers.judge.culprit import CONVERSION, KERNEL, OPTIMISER, Culprit, in_words, layer_of, pass_name
 from gapfuzz.workers.run.registry import parse_backend
 
+from .conftest import shared_ray
+
 
 def _divergence(op, culprit=None, **extra):
     return {"backend": "inductor@cpu", "stack": "inductor", "device": "cpu", "status": "mismatch",
@@ -103,7 +105,6 @@ run: {repeats: 1}
 
 @pytest.mark.ray
 def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
-    import ray
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
@@ -111,11 +112,8 @@ def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
     from gapfuzz.fuzzer.driver import Driver
 
     c = from_dict(load(PLANTED, "planted"), "planted")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(c, tmp_path / "run", progress=False).run()
-    finally:
-        ray.shutdown()
+    shared_ray()  # the session's embedded Ray (conftest)
+    Driver(c, tmp_path / "run", progress=False).run()
     run = load_run(tmp_path / "run")
     found = run.clusters()
     compiled = found[found["backends"].map(lambda b: b == ["miscompiling-inductor@cpu"])]

@@ -28,6 +28,8 @@ from gapfuzz.workers.backends.inductor import prepare_aot_eager, prepare_inducto
 from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
 from gapfuzz.workers.judge.verdict import judge_outputs
 
+from .conftest import shared_ray
+
 MUTATOR = "inject_data_dependent"
 aten = torch.ops.aten
 
@@ -236,12 +238,10 @@ run: {repeats: 1}
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+def local_ray(_session_ray):
+    """The session's embedded Ray (``conftest``), for this module's campaigns."""
+    shared_ray()
     yield
-    ray.shutdown()
 
 
 def _run(text: str, folder):

@@ -59,6 +59,7 @@ def npu_ray():
     """An embedded Ray whose node advertises two fake ``npu`` devices."""
     import ray
 
+    ray.shutdown()  # the session's (conftest.local_ray), if it runs: this node needs its own resources
     ray.init(num_cpus=2, resources={"npu": 2}, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield
     ray.shutdown()

@@ -9,6 +9,8 @@ from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
 from gapfuzz.workers.run.probes import EDGES, EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
 
+from .conftest import shared_ray
+
 
 def _variant(seed_id: str):
     return capture(create_seed(seed_id)).variant
@@ -95,7 +97,6 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     """A stack wrong only on NaN in one op, one that saturates overflows, one that saturates integer adds:
     each found by the probes (never by the example inputs alone) on every campaign seed 0..4; one wrong
     only for sums over more than a block of elements, found by the sizes on every campaign seed."""
-    import ray
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.fuzzer.config.campaign import from_dict
@@ -103,25 +104,22 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     from gapfuzz.core.strict_yaml import load
     from gapfuzz.core.ids import SeedId
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        for seed in range(5):
-            c = from_dict(load(PLANTED.replace("SEED", str(seed)), "planted"), "planted")
-            Driver(c, tmp_path / str(seed), progress=False).run()
-            clusters = load_run(tmp_path / str(seed)).clusters(vendor=True)
-            for backend in ("nan-to-zero@cpu", "saturate-overflow@cpu", "saturate-int-add@cpu"):
-                mine = clusters[clusters["backends"].map(lambda b: b == [backend])]
-                assert len(mine), f"seed {seed}: nothing found on {backend}"
-                assert all(EXAMPLE not in p for p in mine["probes"]), f"seed {seed}: {backend} showed on the example"
-            runs = load_run(tmp_path / str(seed)).records()
-            blocked = runs[(runs["backend"] == "blocked-sum@cpu") & (runs["status"] == "mismatch")]
-            assert len(blocked), f"seed {seed}: nothing found on blocked-sum@cpu"
-            sizes = blocked["seed_id"].map(lambda s: SeedId.parse(s).size or SeedId.parse(s).width or 0)
-            assert (sizes > 1024).all(), f"seed {seed}: blocked-sum showed at {sorted(set(sizes))}"
-            assert (clusters["backends"].map(lambda b: b == ["blocked-sum@cpu"])).sum() >= 1
-            assert all(len(b) == 1 for b in clusters["backends"])  # no cluster mixes two of the faults
-    finally:
-        ray.shutdown()
+    shared_ray()  # the session's embedded Ray (conftest)
+    for seed in range(5):
+        c = from_dict(load(PLANTED.replace("SEED", str(seed)), "planted"), "planted")
+        Driver(c, tmp_path / str(seed), progress=False).run()
+        clusters = load_run(tmp_path / str(seed)).clusters(vendor=True)
+        for backend in ("nan-to-zero@cpu", "saturate-overflow@cpu", "saturate-int-add@cpu"):
+            mine = clusters[clusters["backends"].map(lambda b: b == [backend])]
+            assert len(mine), f"seed {seed}: nothing found on {backend}"
+            assert all(EXAMPLE not in p for p in mine["probes"]), f"seed {seed}: {backend} showed on the example"
+        runs = load_run(tmp_path / str(seed)).records()
+        blocked = runs[(runs["backend"] == "blocked-sum@cpu") & (runs["status"] == "mismatch")]
+        assert len(blocked), f"seed {seed}: nothing found on blocked-sum@cpu"
+        sizes = blocked["seed_id"].map(lambda s: SeedId.parse(s).size or SeedId.parse(s).width or 0)
+        assert (sizes > 1024).all(), f"seed {seed}: blocked-sum showed at {sorted(set(sizes))}"
+        assert (clusters["backends"].map(lambda b: b == ["blocked-sum@cpu"])).sum() >= 1
+        assert all(len(b) == 1 for b in clusters["backends"])  # no cluster mixes two of the faults
 
 
 def test_layout_probes_keep_the_values_and_change_the_strides():
@@ -266,18 +264,14 @@ def test_default_probes_find_a_stack_that_ignores_strides_and_one_that_ties_near
     probes (all three where the stack takes any strides; the one a recompiling stack gets, on the
     matmul only); a stack whose ``floor_divide`` ties near ties (a bfloat16 quotient) is found by a relation
     probe one ulp apart alone, while every value probe of the same campaign passes on it."""
-    import ray
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
     from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(from_dict(load(REACH, "reach"), "reach"), tmp_path / "reach", progress=False).run()
-    finally:
-        ray.shutdown()
+    shared_ray()  # the session's embedded Ray (conftest)
+    Driver(from_dict(load(REACH, "reach"), "reach"), tmp_path / "reach", progress=False).run()
     run = load_run(tmp_path / "reach")
     runs = run.records()
     op = runs["seed_id"].str.split("/").str[1]

@@ -414,6 +414,7 @@ def test_a_cache_where_no_environment_can_be_made_is_said_of_the_cache_not_the_r
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # about 45 s; the quoting itself: test_a_release_pool_interpreter_reaches_rays_shell_line_as_one_word
 def test_a_campaign_whose_cache_folder_holds_a_space_and_shell_runs_its_release_and_nothing_else(tmp_path, wheels,
                                                                                                   monkeypatch):
     from gapfuzz.analysis.api import load_run

@@ -14,6 +14,8 @@ from gapfuzz.workers.judge.compare import Tolerances, compare
 from gapfuzz.workers.judge.emulate import emulate, round_tf32
 from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
 
+from .conftest import shared_ray
+
 PLANTED = """
 name: planted-faults
 seed: SEED
@@ -32,7 +34,6 @@ run: {repeats: 1}
 
 @pytest.mark.ray
 def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
-    import ray
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
@@ -40,31 +41,28 @@ def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
     from gapfuzz.fuzzer.driver import Driver
 
     tight = "compare: {tolerances: {float32: [1.0e-8, 1.0e-9]}, multiplier: 1.0}\n"  # the reordered sum shows
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        for seed, extra in ((0, ""), (1, ""), (0, tight)):
-            c = from_dict(load(PLANTED.replace("SEED", str(seed)) + extra, "planted"), "planted")
-            folder = tmp_path / f"{seed}{'-tight' if extra else ''}"
-            Driver(c, folder, progress=False).run()
-            run = load_run(folder)
-            found = run.clusters()
-            where = sorted(found["failing_op"].where(found["kind"] == Kind.FAILURE, found["first_div_op"]))
-            assert where == ["aten.add.Tensor", "aten.relu.default", "aten.silu", "aten.tanh.default"], \
-                f"seed {seed}:\n{found[['cluster', 'kind', 'symptom', 'first_div_op', 'failing_op', 'count']]}"
-            assert found["backends"].map(lambda b: b == ["planted@cpu"]).all()
-            assert found["explanation"].isna().all()  # every planted fault stays unexplained: a defect
-            symptoms = dict(zip(found["first_div_op"], found["symptom"]))
-            assert symptoms["aten.relu.default"] == Symptom.NONFINITE
-            assert symptoms["aten.add.Tensor"] == Symptom.INTEGER
-            runs = run.records(["seed_id", "backend", "verdict", "explanation", "align_error", "first_div_op"])
-            summed = runs[runs["seed_id"].str.startswith("ops/sum/") & (runs["backend"] == "planted@cpu")]
-            divergent = summed[summed["verdict"].isin([Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT])]
-            assert divergent["explanation"].isin([Explanation.REDUCTION_ORDER]).all()
-            assert len(divergent) or not extra, "the tight tolerances should show the reordered sum"
-            inherited = runs["align_error"].fillna("").str.startswith("not run: inherited from")
-            assert runs.loc[inherited, "first_div_op"].notna().all()
-    finally:
-        ray.shutdown()
+    shared_ray()  # the session's embedded Ray (conftest)
+    for seed, extra in ((0, ""), (1, ""), (0, tight)):
+        c = from_dict(load(PLANTED.replace("SEED", str(seed)) + extra, "planted"), "planted")
+        folder = tmp_path / f"{seed}{'-tight' if extra else ''}"
+        Driver(c, folder, progress=False).run()
+        run = load_run(folder)
+        found = run.clusters()
+        where = sorted(found["failing_op"].where(found["kind"] == Kind.FAILURE, found["first_div_op"]))
+        assert where == ["aten.add.Tensor", "aten.relu.default", "aten.silu", "aten.tanh.default"], \
+            f"seed {seed}:\n{found[['cluster', 'kind', 'symptom', 'first_div_op', 'failing_op', 'count']]}"
+        assert found["backends"].map(lambda b: b == ["planted@cpu"]).all()
+        assert found["explanation"].isna().all()  # every planted fault stays unexplained: a defect
+        symptoms = dict(zip(found["first_div_op"], found["symptom"]))
+        assert symptoms["aten.relu.default"] == Symptom.NONFINITE
+        assert symptoms["aten.add.Tensor"] == Symptom.INTEGER
+        runs = run.records(["seed_id", "backend", "verdict", "explanation", "align_error", "first_div_op"])
+        summed = runs[runs["seed_id"].str.startswith("ops/sum/") & (runs["backend"] == "planted@cpu")]
+        divergent = summed[summed["verdict"].isin([Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT])]
+        assert divergent["explanation"].isin([Explanation.REDUCTION_ORDER]).all()
+        assert len(divergent) or not extra, "the tight tolerances should show the reordered sum"
+        inherited = runs["align_error"].fillna("").str.startswith("not run: inherited from")
+        assert runs.loc[inherited, "first_div_op"].notna().all()
 
 
 

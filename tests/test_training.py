@@ -12,6 +12,8 @@ from gapfuzz.workers.judge.compare import Tolerances
 from gapfuzz.workers.judge.verdict import judge_outputs
 from gapfuzz.workers.run.training import Trainer, lift_parameters, loss_of, training_output_names
 
+from .conftest import shared_ray
+
 aten = torch.ops.aten
 PLANTED = """
 name: planted-backward
@@ -99,7 +101,6 @@ def test_a_stack_that_cannot_train_gets_no_training_run_and_training_needs_a_sta
 
 @pytest.mark.ray
 def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduced(tmp_path):
-    import ray
 
     from gapfuzz.analysis.api import load_run
     from gapfuzz.core.strict_yaml import load
@@ -110,11 +111,8 @@ def test_a_wrong_backward_is_found_in_training_alone_as_one_cluster_and_reproduc
     c = from_dict(load(PLANTED, "planted"), "planted")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "campaign.yaml").write_text(c.to_yaml())  # what gapfuzz run saves, for repro
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        Driver(c, tmp_path / "run", progress=False).run()
-    finally:
-        ray.shutdown()
+    shared_ray()  # the session's embedded Ray (conftest)
+    Driver(c, tmp_path / "run", progress=False).run()
     run = load_run(tmp_path / "run")
     records = run.records(["variant_id", "backend", "mode", "worst_output", "status"])
     trained = records[records["mode"] == Mode.TRAINING]
