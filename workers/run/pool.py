@@ -225,7 +225,7 @@ RemotePoolWorker = ray.remote(concurrency_groups={WATCH_GROUP: 1})(PoolWorker)
 def _sigterm_kept():
     """The caller's SIGTERM handler, put back after ``ray.init``, which installs its own in the driver (Python's
     ``sys.exit`` and, in its core worker, a C++ one that prints a stack and aborts: no ``finally`` runs, the
-    workers and their sandboxes are left running). ``gapfuzz``'s (``fuzzer.cli.main``) then ends a campaign as
+    workers and their sandboxes are left running). ``gapfuzz``'s (``fuzzer.cli.stopping``) then ends a campaign as
     Ctrl-C does; where none was set (Python's default), Ray's stays."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if main else None
