@@ -210,6 +210,12 @@ class BugKey:
         return self.parts[self.names.index(name)]
 
     @property
+    def op(self) -> str:
+        """The operator the key names: a divergence's first divergent op (with its overload, or an
+        ``input:``), a failure's failing op (without); ``-`` or "" when none."""
+        return self["failing_op" if self.kind == Kind.FAILURE else "first_div_op"]
+
+    @property
     def id(self) -> str:
         """The cluster id: ``c-`` or ``d-`` and the key's hash (a key with no culprit hashes as it
         did before culprits were part of keys)."""

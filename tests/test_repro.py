@@ -79,7 +79,7 @@ def test_a_bug_only_a_probe_shows_is_reproduced_with_that_probe_s_inputs(tmp_pat
 def test_shrink_candidates_are_judged_once_without_tier_2_explanations_or_bisection():
     """``core.bugs``: a candidate's run is not bisected. Each shrink candidate of an Inductor finding would
     otherwise be bisected (the campaign's ``compare.bisect``), costing a bisection per predicate call."""
-    from gapfuzz.fuzzer.repro.minimise import candidate_settings
+    from gapfuzz.fuzzer.repro.replayed import candidate_settings
 
     c = from_dict({"seeds": [{"source": "timm", "include": ["test_resnet"]}],
                    "backends": {"targets": ["inductor@cpu"]}, "compare": {"bisect": True, "explain": True}})
@@ -102,6 +102,24 @@ def test_shrinker_consider_skips_seen_and_larger_candidates():
     small = cut_after(v, first)
     assert sh.consider(small) and sh.current is small and len(calls) == 1
     assert not sh.consider(small) and not sh.consider(v) and len(calls) == 1  # seen, then larger: no call
+
+
+def test_isolation_takes_a_model_to_the_keyed_op_in_one_check_and_leaves_an_op_it_lacks_to_the_passes():
+    from gapfuzz.fuzzer.repro.shrink.passes import isolating
+
+    v = capture(create_seed("timm/test_resnet")).variant
+    calls = []
+
+    def holds_relu(cand):
+        calls.append(cand.node_count)
+        return "aten.relu.default" in cand.ops
+    sh = Shrinker(v, holds_relu)
+    assert sh.apply(isolating("aten.relu")) and sh.current.node_count == 1 and calls == [1]  # a failure's op
+    assert sh.current.ops == ["aten.relu.default"]
+    untouched = Shrinker(v, holds_relu)
+    for op in ("aten.lgamma.default", "input:strided", "-"):  # not in the graph, an input, none: no check
+        assert not untouched.apply(isolating(op)) and untouched.current is v
+    assert calls == [1]
 
 
 def test_the_reducer_keeps_a_divergence_only_while_its_bug_key_holds():

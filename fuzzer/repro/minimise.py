@@ -7,7 +7,6 @@ imported; a reproducer that does not fail every time is marked flaky, with how o
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -21,35 +20,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
-from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Symptom, Verdict,
-                       bug_key)
+from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Symptom, Verdict)
 from gapfuzz.core.codegen import ScriptRefused, strings_in, vet
 from gapfuzz.core.files import OutsideFolder, inside
 from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
-from gapfuzz.results.columns import backend_options_of, text
-from gapfuzz.seeds.capture import CaptureError
-from gapfuzz.workers.run.messages import JudgeSettings
-from gapfuzz.workers.run.probe_check import checked_recipe, name_problem
 from gapfuzz.workers.run.probes import Probe, probed
 from gapfuzz.workers.run.registry import BackendSpec
-from gapfuzz.workers.run.releases import ReleaseError, environment
 from gapfuzz.workers.run.sandbox import Sandbox
 
-from gapfuzz.fuzzer.config.backends import exec_options_allowed
-from gapfuzz.fuzzer.config.campaign import from_dict, plugin_classes, read_campaign_file
 from gapfuzz.fuzzer.generate import replay
 from gapfuzz.fuzzer.recipe import Recipe
-from gapfuzz.fuzzer.repro.across import (ABSENT, SCRIPT_FAILED, AgainstError, campaign_releases, check_releases,
-                                         parse_against)
+from gapfuzz.fuzzer.repro.across import (ABSENT, SCRIPT_FAILED, campaign_releases, check_releases)
 from gapfuzz.fuzzer.repro.across import in_words as release_words
 from gapfuzz.fuzzer.repro.code import plugin_path, reproducer, save_inputs
 from gapfuzz.fuzzer.repro.report import bug_report
 from gapfuzz.fuzzer.repro.shrink.core import Shrinker, counted
 from gapfuzz.fuzzer.repro.reproducers.case import Case, Script, check_of
 from gapfuzz.fuzzer.repro.reproducers.stacks import native_scripts
-from gapfuzz.fuzzer.repro.shrink.passes import DEFAULT_PASSES, cut_after
+from gapfuzz.fuzzer.repro.shrink.passes import STRUCTURE, VALUES, cut_after, isolating
 from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
+from gapfuzz.fuzzer.repro.replayed import ReproError, folder_of, replayed, representative
 
 log = logging.getLogger("gapfuzz.fuzzer")
 FILES = ("repro.py", "inputs.pt", "model.onnx")  # what a reproducer's folder ships, and verify copies
@@ -80,10 +71,6 @@ class ReproResult:
     lines: int = 0
     notes: list = field(default_factory=list)  # what the report must say (index-only, explained, ...)
     releases: dict = field(default_factory=dict)  # release in words -> whether repro.py shows it there (across)
-
-
-class ReproError(ValueError):
-    """A cluster that cannot be minimised, for a reason a person can act on (one line)."""
 
 
 def verify(folder: Path, tries: int = 3, timeout: float = 300, block_gapfuzz: bool = True,
@@ -144,39 +131,6 @@ def reproduced_by(record: dict, key) -> tuple:
     return (1,)
 
 
-def _campaign(run_dir: Path, allow_plugins: bool, allow_exec_options: bool = False):
-    """The run folder's campaign. A plug-in class it names is imported only when the user allows it:
-    a run folder from someone else is data."""
-    path = run_dir / "campaign.yaml"
-    given = read_campaign_file(path)
-    classes = plugin_classes(given)
-    if classes and not allow_plugins:
-        raise ReproError(f"{path}: names the plug-in backend class {classes[0]!r}; gapfuzz imports a run "
-                         f"folder's plug-ins only with --allow-plugins")
-    with exec_options_allowed(allow_exec_options):  # its options that name a program: only when allowed too
-        return from_dict(given, str(path))
-
-
-def _field(record: dict, key: str, parse):
-    """A record's JSON field parsed by ``parse``; a field that is not what gapfuzz writes there (a torn or
-    foreign record) is one ``ReproError`` line naming the run and the field."""
-    try:
-        return parse(record.get(key))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        detail = " ".join(str(e).split())[:160]
-        raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's {key} is not "
-                         f"what gapfuzz writes there ({type(e).__name__}: {detail})") from None
-
-
-def candidate_settings(c, reference: BackendSpec, target: BackendSpec) -> JudgeSettings:
-    """How each shrink candidate is judged: the campaign's settings, run once against the reference its
-    record was judged against, without tier 2, explanations or bisection (``core.bugs``: a candidate's run
-    is not bisected), on the example inputs the predicate gives it."""
-    return c.judge_settings(reference.name, c.oracle.name if c.oracle else None, ledger=None, device_references={},
-                            probes=None, timeout_s=target.timeout_s or c.run.timeout_s, repeats=1,
-                            retry_faults=False, align=False, explain=False, bisect=False)
-
-
 def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_calls: int = 300,
               tries: int = 3, allow_plugins: bool = False, progress=None,
               allow_exec_options: bool = False, against: tuple = ()) -> ReproResult:
@@ -186,55 +140,12 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     RELEASE``: ``fuzzer.repro.across``)."""
     t0 = time.perf_counter()
     say = progress or _say
-    run_dir, out = Path(run_dir), Path(out_dir)
-    key = bug_key(record)
-    if key is None:
-        raise ReproError(f"{record['variant_id']} on {record['backend']} shows no bug: nothing to minimise")
-    if record.get("verdict") == Verdict.AMPLIFIED:
-        raise ReproError(f"{record['variant_id']} on {record['backend']} is amplified rounding (a discontinuous op "
-                         f"magnifies rounding-level differences in its inputs): not a defect, so not minimised")
+    out = Path(out_dir)
     _own_folder(out)  # before any work: a folder of someone else's files is refused, not emptied
-    c = _campaign(run_dir, allow_plugins, allow_exec_options)
-    target = next((s for s in c.backends.all() if s.name == record["backend"]), None)
-    if target is None:
-        raise ReproError(f"{record['variant_id']}: its backend {record['backend']!r} is not one of the campaign's "
-                         f"in {run_dir / 'campaign.yaml'}")
-    recorded = _field(record, "backend_options", backend_options_of)  # a mapping, or an old folder's JSON text
-    if recorded or target.option_space:  # the options the run had (given, or drawn from a space), replayed exactly
-        target = dataclasses.replace(target, options=recorded, option_space={})
-    try:
-        extra = [parse_against(target, a) for a in against]
-        python = None if target.pool == target.device else environment(target.release, say).python
-    except (AgainstError, ReleaseError) as e:
-        raise ReproError(f"{record['backend']}: {e}") from None
-    problem = target.backend_cls().check_options(target.options, allow_exec_options)  # a record's are data too
-    if problem:
-        raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's backend_options: "
-                         f"{problem}")
-    recipe = _field(record, "recipe", lambda v: Recipe.from_json(text("recipe", v)))
-    if record.get("mode") and record["mode"] != recipe.mode:
-        raise ReproError(f"{record['variant_id']}: the record ran in {record['mode']} mode, its recipe says "
-                         f"{recipe.mode}")
-    # the input set the bug showed on: it stays
-    probe = _field(record, "probe_recipe", lambda v: checked_recipe(text("probe_recipe", v)))
-    named = name_problem(record["probe"]) if isinstance(record.get("probe"), str) else None
-    if named:  # the probe column a person reads (special:banana): a value no probe of gapfuzz has
-        raise ReproError(f"{record.get('variant_id')} on {record.get('backend')}: its record's {named}")
-    try:
-        variant = replay(recipe, c.capture.max_params)
-    except CaptureError as e:  # a seed id that is not one, or a seed that no longer builds or captures here
-        raise ReproError(f"{record['variant_id']}: its recipe's seed {recipe.seed!r} cannot be built again "
-                         f"({' '.join(str(e).split())[:200]})") from None
-    except Exception as e:  # noqa: BLE001 - a mutation's parameters are data: one that does not apply is the record's
-        raise ReproError(f"{record['variant_id']}: its recipe's mutations {recipe.mutator_names} do not replay on "
-                         f"{recipe.seed!r} ({type(e).__name__}: {' '.join(str(e).split())[:160]})") from None
-    if record.get("graph_hash") and variant.graph_hash != record["graph_hash"]:
-        log.warning("replayed graph hash %s differs from the record's %s (library versions?)",
-                    variant.graph_hash, record["graph_hash"])
-    variant = probed(variant, probe)
-    # the reference its verdict compared with: eager on the target's device where the campaign judged so
-    reference = next((s for s in c.backends.targets if s.name == record.get("judged_against")), c.reference)
-    settings = candidate_settings(c, reference, target)
+    r = replayed(run_dir, record, allow_plugins, allow_exec_options, against, say)
+    c, key, target, reference, python, variant, settings = (r.campaign, r.key, r.target, r.reference, r.python,
+                                                            r.variant, r.settings)
+    recipe, extra, probe = r.recipe, r.against, r.probe
     output_kind = record.get("output_kind") or "tensor"
     # checked in one warm worker; a crash, a hang or running out of memory (the process goes) in a fresh one each
     same_bug = SameBug(target, reference, c.oracle, key, settings, record["seed_id"], output_kind,
@@ -249,16 +160,23 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     _finish(result, t0)  # shrink.json from the start: the folder is a reproducer's, whatever stops it
     say(f"{record['variant_id']} on {target.name}: {variant.node_count} operator calls; confirming the bug")
     try:
-        variant = _start(variant, record, predicate, say)
-        if variant is None:
-            result.predicate_calls = same_bug.calls
-            result.notes += torch_apart(target, reference)
-            return _finish(result, t0)
+        # the op the key names, alone: when it is the bug, one check confirms it and removes the rest
         shrinker = Shrinker(variant, _announced(predicate, say), max_calls=max_calls)
+        if shrinker.apply(isolating(key.op), "isolate"):
+            say(f"the bug shows at {key.op} alone: {shrinker.current.node_count} operator call(s)")
+        else:
+            variant = _start(variant, record, predicate, say)
+            if variant is None:
+                result.predicate_calls = same_bug.calls
+                result.notes += torch_apart(target, reference)
+                return _finish(result, t0)
+            shrinker = Shrinker(variant, shrinker.predicate, max_calls=max_calls, seen=shrinker.seen,
+                                stats=shrinker.stats, calls=shrinker.calls)
         dropped = []
         shrinker.apply(lambda sh: dropped.append(_drop_mutations(sh, recipe, c.capture.max_params, probe)),
                        "drop_mutations")
-        final = shrinker.run(DEFAULT_PASSES)
+        shrinker.run(STRUCTURE)  # fewer calls first: the values of what remains are cheaper to shrink
+        final = shrinker.run(VALUES)
         result.stats = shrinker.report()
         say(f"shrunk to {final.node_count} operator call(s) with {same_bug.calls} checks")
         unexplained = key.kind == Kind.DISCREPANCY and key["explanation"] == MISSING  # a behaviour is its explanation
@@ -459,30 +377,8 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
                       allow_plugins: bool = False, progress=None, allow_exec_options: bool = False,
                       against: tuple = ()) -> ReproResult:
     """Minimise the representative (smallest graph) of cluster ``cluster_id`` of a run folder."""
-    from gapfuzz.analysis.api import load_run
-
-    run = load_run(run_dir)
-    records = run.cluster(cluster_id)
-    clusters = run.clusters(benign=True)
-    row = clusters[clusters["cluster"].str.startswith(cluster_id)].iloc[0].to_dict()
-    if row["kind"] == Kind.BENIGN:
-        raise ReproError(f"{row['cluster']} is a difference explained without a defect ({row['explanation']}): "
-                         f"not minimised")
-    record = {k: (None if _missing(v) else v) for k, v in records.iloc[0].to_dict().items()}
-    if run.path is None:
-        raise ReproError(f"{run_dir}: gapfuzz repro minimises from a local run folder; copy it here first "
-                         f"(triage and report read it where it is)")
-    try:
-        out = Path(out_dir) if out_dir else inside(run.path, "repros", row["cluster"])
-    except OutsideFolder as e:
-        raise ReproError(str(e)) from None
+    record, row, run_path = representative(run_dir, cluster_id)
+    out = Path(out_dir) if out_dir else folder_of(run_path, "repros", row["cluster"])
     return reproduce(run_dir, record, out, cluster=row, max_calls=max_calls, tries=tries,
                      allow_plugins=allow_plugins, progress=progress, allow_exec_options=allow_exec_options,
                      against=against)
-
-
-def _missing(v) -> bool:
-    try:
-        return bool(v != v)  # NaN and pandas NA
-    except (TypeError, ValueError):
-        return False

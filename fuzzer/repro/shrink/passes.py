@@ -13,8 +13,9 @@ import inspect
 import torch
 import torch.fx as fx
 
+from gapfuzz.core.bugs import INPUT, MISSING, kernel_op
+from gapfuzz.core.ir import Variant, clone_exact, target_name
 from gapfuzz.workers.judge.interpret import node_values, prefix_graph
-from gapfuzz.core.ir import Variant, clone_exact
 
 from gapfuzz.fuzzer.repro.shrink.core import Shrinker
 
@@ -82,6 +83,33 @@ def _eager_values(v: Variant) -> dict | None:
         return node_values(v.gm, v.inputs)
     except Exception:  # noqa: BLE001 - the passes that need the values are skipped
         return None
+
+
+def isolating(op: str | None):
+    """A pass that first tries the op the bug key names (``first_div_op``, ``failing_op``) alone: the graph
+    cut after each of its calls, every other call made an input. When the op is the bug, one check takes a
+    model to one call, before the passes that halve it step by step."""
+    def isolate(sh: Shrinker) -> None:
+        if not op or op == MISSING or op.startswith(INPUT):
+            return
+        values = _eager_values(sh.current)
+        if values is None:
+            return
+        calls = {n.name for n in _calls(sh.current, values)}
+        for node in [n for n in sh.current.gm.graph.nodes if n.name in calls and _is(n, op)]:
+            try:
+                alone = as_inputs(cut_after(sh.current, node.name), calls - {node.name}, values)
+            except Exception:  # noqa: BLE001 - a node whose prefix is no graph of its own
+                continue
+            if sh.consider(alone):
+                return
+    return isolate
+
+
+def _is(node: fx.Node, op: str) -> bool:
+    """Whether ``node`` calls ``op``: a key's located op (with its overload) or a failure's (without)."""
+    name = target_name(node.target)
+    return op in (kernel_op(name), name.rsplit(".", 1)[0])
 
 
 def truncate(sh: Shrinker) -> None:
@@ -206,4 +234,6 @@ def with_tensor(v: Variant, name: str, value: torch.Tensor) -> Variant:
     return Variant(fx.GraphModule(root, graph), v.inputs, v.output_names, mode=v.mode)
 
 
-DEFAULT_PASSES = [truncate, delta_debug, drop_outputs, shrink_inputs, simplify_weights]
+STRUCTURE = [truncate, delta_debug, drop_outputs]  # fewer calls
+VALUES = [shrink_inputs, simplify_weights]  # smaller, simpler tensors
+DEFAULT_PASSES = [*STRUCTURE, *VALUES]
