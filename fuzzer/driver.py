@@ -28,6 +28,7 @@ from gapfuzz.workers.run.jobs import JobLoop, Stranded
 from gapfuzz.workers.run.pool import gpu_utilisation
 
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
+from gapfuzz.fuzzer.config.estimate import remember
 from gapfuzz.fuzzer.config.plan import SeedWork, plan, select_seeds, sized_seeds
 from gapfuzz.fuzzer.config.pools import Pools
 from gapfuzz.fuzzer.cli.progress import Progress
@@ -88,8 +89,16 @@ class Driver:
             raise CampaignError(str(e)) from None
         finally:
             self._finish(wait_s=2.0 if cut_short else 10.0)
+        self._remember()
         if not self.out_of_time:  # a campaign its budget stopped goes on later: its files stay as written
             self._compact()
+
+    def _remember(self) -> None:
+        """The run's pair times, for the next ``run --check`` (``config.estimate``); never at the records' cost."""
+        try:
+            remember(self.sink.store.read(columns=["variant_id", "backend", "seed_id", "mode", "worker_s"]))
+        except (OSError, pa.ArrowException, ResultsError):
+            pass
 
     def _count(self, work: list[SeedWork]) -> None:
         self.progress.total = sum(len(m) for w in work for m in w.missing.values())

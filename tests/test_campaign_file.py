@@ -142,6 +142,7 @@ def test_run_check_prints_the_plan_and_writes_nothing(tmp_path, write_campaign):
         assert set(rows) == {"eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu"}
         assert rows["inductor@cpu"] == ["inference", "20", "160"]  # 20 variants, 8 probes each
         assert next(line for line in out if line.startswith("total")).split()[1:] == ["100", "800"]
+        assert out[-1].startswith("estimated wall time: about ") and "of 100 pairs timed" in out[-1], proc.stdout
     assert list(tmp_path.iterdir()) == []  # no run folder, no Ray session folder
     bad = write_campaign("name: x\nsedes:\n  - source: timm\nbackends:\n  targets: [inductor@cpu]\n")
     proc = gapfuzz("run", bad, "--check", cwd=tmp_path)

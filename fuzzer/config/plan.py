@@ -17,6 +17,7 @@ from gapfuzz.core.ids import SeedId
 from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS, choose, choose_along, width_order
 
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
+from gapfuzz.fuzzer.config.estimate import estimate
 from gapfuzz.fuzzer.recipe import variant_id
 
 log = logging.getLogger("gapfuzz.fuzzer")
@@ -185,6 +186,12 @@ def pair_counts(c: Campaign, seed_ids: list[str]) -> dict[tuple[str, str], int]:
     return {(s.name, str(mode)): variants for s in c.backends.all() for mode in c.modes if s.runs_in(mode)}
 
 
+def planned_pairs(c: Campaign, seed_ids: list[str]) -> dict[tuple[str, str, str], int]:
+    """(backend, mode, seed) -> the pairs a fresh campaign runs there (``pair_counts`` per seed)."""
+    return {(s.name, str(mode), seed): variant_count(c, seed) for seed in seed_ids for s in c.backends.all()
+            for mode in c.modes if s.runs_in(mode)}
+
+
 def check_size(c: Campaign, seed_ids: list[str], at_least: bool = False) -> None:
     """Refuse a plan past ``MAX_PAIRS`` pairs or ``MAX_RUNS`` runs (``core.setting``), in one line, from its
     counts and before it is built: every count within its bound can still multiply into billions. ``at_least``:
@@ -269,6 +276,8 @@ def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
     total = sum(r[2] for r in rows)
     lines.append(f"{'total':<{width}}  {'':<10} {total:>7} {total * c.probes.per_variant:>8}")
     lines.append("runs: pairs x probes per variant (relation and layout probes come beside them); nothing was run")
+    workers = c.pool("cpu").workers
+    lines.append(estimate(planned_pairs(c, seed_ids), workers).line(workers))
     released: dict = {}
     for s in (s for s in c.backends.all() if s.pool != s.device):  # releases not installed
         released.setdefault(s.release, s)
