@@ -10,7 +10,7 @@ from gapfuzz.core.bugs import DIVERGENCE_FIELDS, MISSING, bug_key, key_id
 from gapfuzz.workers.judge.culprit import CONVERSION, KERNEL, OPTIMISER, Culprit, in_words, layer_of, pass_name
 from gapfuzz.workers.run.registry import parse_backend
 
-from .conftest import shared_ray
+from .conftest import gapfuzz, shared_ray
 
 
 def _divergence(op, culprit=None, **extra):
@@ -132,6 +132,15 @@ def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
     assert records["bisect_s"].notna().sum() <= 2 * 5  # once per (seed, backend, key), not per run
     report = json.dumps(list(found["culprit"].dropna()))
     assert "pre_grad_custom_pass" in report
+    # gapfuzz explain: one cluster attributed again on demand, beside what the campaign said
+    from gapfuzz.fuzzer.repro.attribute import attribute_cluster, lines
+
+    (tmp_path / "run" / "campaign.yaml").write_text(c.to_yaml())
+    again = attribute_cluster(tmp_path / "run", own["cluster"].iloc[0], allow_plugins=True)
+    assert again.now["culprit"] == again.then["culprit"] == "own-pass-compiler:passes:swap_sub"
+    assert again.cluster_now == own["cluster"].iloc[0] and "bug key now: " + again.cluster_now in lines(again)
+    proc = gapfuzz("explain", tmp_path / "run", own["cluster"].iloc[0])  # a run folder's plug-ins are data
+    assert proc.returncode == 2 and "--allow-plugins" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_bisection_over_its_budget_stops_unfinished_and_the_next_one_starts_afresh():

@@ -13,7 +13,7 @@ from gapfuzz.core.text import printable
 
 from gapfuzz.fuzzer.cli.parser import EXIT_BAD_INPUT, UserError, build_parser
 from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage
-from gapfuzz.fuzzer.cli.repro import cmd_repro
+from gapfuzz.fuzzer.cli.repro import cmd_explain, cmd_repro
 from gapfuzz.fuzzer.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, end_children, sigterm_raises, stop_status
 
 
@@ -231,8 +231,8 @@ def cmd_seeds_scan(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "triage": cmd_triage, "report": cmd_report, "diff": cmd_diff, "seeds list": cmd_seeds,
-            "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "mutators": cmd_mutators, "backends": cmd_backends,
-            "schema": cmd_schema}
+            "seeds scan": cmd_seeds_scan, "repro": cmd_repro, "explain": cmd_explain, "mutators": cmd_mutators,
+            "backends": cmd_backends, "schema": cmd_schema}
 
 
 def _tolerant_output() -> None:

@@ -167,6 +167,16 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                    "made for it; repeatable. The releases the campaign ran are always checked")
     x.set_defaults(fn=commands["repro"])
 
+    e = sub.add_parser("explain", help="attribute one cluster again: its explanation, first divergent node and "
+                       "culprit pass, beside what the campaign said")
+    e.add_argument("run_dir")
+    e.add_argument("cluster_id", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
+    e.add_argument("--allow-plugins", action="store_true",
+                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
+    e.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "
+                   "a library, a path or compiler flags (from the run folder's campaign and records: they run here)")
+    e.set_defaults(fn=commands["explain"])
+
     m = sub.add_parser("mutators", help="list mutation operators")
     m.set_defaults(fn=commands["mutators"])
     b = sub.add_parser("backends", help="list backends and whether they are available here")

@@ -46,6 +46,22 @@ def cmd_repro(args) -> int:
     return 0 if r.status == "reproducible" else 1
 
 
+def cmd_explain(args) -> int:
+    from gapfuzz.results.store import ResultsError
+
+    from gapfuzz.fuzzer.repro.attribute import attribute_cluster, lines
+    from gapfuzz.fuzzer.repro.replayed import ReproError
+
+    open_run(args.run_dir)
+    try:
+        a = attribute_cluster(args.run_dir, args.cluster_id, allow_plugins=args.allow_plugins,
+                              allow_exec_options=args.allow_exec_options)
+    except (ResultsError, ReproError) as e:
+        raise UserError(str(e)) from None
+    print("\n".join(printable(line) for line in lines(a)))
+    return 0
+
+
 def _repro_all(run, args) -> int:
     """Every vendor cluster under one time budget, the unreproduced first; a table of what each gave."""
     from gapfuzz.analysis.table import format_table

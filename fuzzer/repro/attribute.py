@@ -1,0 +1,87 @@
+"""``gapfuzz explain RUN CLUSTER``: one cluster's representative attributed on demand.
+
+A campaign attributes each defect once (``workers.judge.attribution``, the tier-2 ledger); this runs
+that attribution again for one cluster: for a campaign that ran with it off (``judge: {align: false,
+bisect: false}``), a pair that ran out of its budget, or a stack changed since. The representative,
+replayed from the run folder (``fuzzer.repro.replayed``), runs once on the reference, the oracle and
+the target with the hypotheses, tier 2 and bisection on, on the probe its bug showed on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from gapfuzz.core.bugs import bug_key
+from gapfuzz.workers.run.messages import RunRequest
+from gapfuzz.workers.run.runner import run_variant
+from gapfuzz.workers.run.sandbox import Sandbox
+from gapfuzz.workers.run.training import output_names
+
+from gapfuzz.fuzzer.repro.replayed import ReproError, replayed, representative
+
+# what attribution writes, in the order a person reads it: what the run is, what explains it, where, and why
+SHOWN = ("status", "verdict", "symptom", "error_type", "explanation", "explain_ratio", "first_div_op",
+         "first_div_node", "node_symptom", "culprit", "culprit_subsystem", "culprit_step", "culprit_info",
+         "culprit_layer", "bisect_compiles", "align_error", "bisect_error")
+
+
+@dataclasses.dataclass
+class Attribution:
+    cluster: str
+    backend: str
+    variant_id: str
+    then: dict  # the campaign's columns
+    now: dict  # this run's
+    cluster_now: str  # the bug key the run has now
+    seconds: float
+
+
+def attribute_cluster(run_dir, cluster_id: str, allow_plugins: bool = False,
+                      allow_exec_options: bool = False) -> Attribution:
+    """Run cluster ``cluster_id``'s representative with every attribution on; what it says beside what
+    the campaign said."""
+    t0 = time.perf_counter()
+    record, row, _ = representative(run_dir, cluster_id)
+    r = replayed(run_dir, record, allow_plugins, allow_exec_options)
+    c = r.campaign
+    settings = dataclasses.replace(r.settings, align=True, explain=True, bisect=True)
+    specs = [s for s in (r.reference, c.oracle, r.target) if s is not None]
+    request = RunRequest(record["variant_id"], record["seed_id"], r.variant.to_payload(), specs, settings,
+                         record.get("output_kind") or "tensor", list(output_names(r.variant)), r.variant.mode)
+    sandbox = Sandbox(python=r.python)
+    try:
+        outcomes = run_variant(sandbox, request)[0]
+    finally:
+        sandbox.close()
+    target = next((o for o in outcomes if o.backend == r.target.name), None)
+    if target is None:
+        raise ReproError(f"{record['variant_id']}: {r.target.name} did not run")
+    fields = {**target.key_fields(), **({"probe": record["probe"]} if record.get("probe") else {})}
+    now_key = bug_key(fields)
+    return Attribution(row["cluster"], r.target.name, record["variant_id"],
+                       {k: record.get(k) for k in SHOWN}, {k: getattr(target, k, None) for k in SHOWN},
+                       now_key.id if now_key else "", time.perf_counter() - t0)
+
+
+def lines(a: Attribution) -> list[str]:
+    """The attribution as a two-column table (the campaign's, now), the columns that have a value."""
+    rows = [(k, a.then[k], a.now[k]) for k in SHOWN if _given(a.then[k]) or _given(a.now[k])]
+    width = max(len(k) for k, _, _ in rows) if rows else 0
+    out = [f"{a.cluster}: {a.variant_id} on {a.backend}, attributed again in {a.seconds:.0f} s",
+           f"{'':<{width}}  {'campaign':<40}  now"]
+    out += [f"{k:<{width}}  {_text(then):<40}  {_text(now)}" for k, then, now in rows]
+    same = a.cluster_now.startswith(a.cluster[:12]) or a.cluster.startswith(a.cluster_now)
+    out.append(f"bug key now: {a.cluster_now or 'none (the run passed)'}" + ("" if same else
+                                                                             f" (the campaign's: {a.cluster})"))
+    return out
+
+
+def _given(v) -> bool:
+    return v is not None and v == v and v != ""
+
+
+def _text(v) -> str:
+    if not _given(v):
+        return "-"
+    text = f"{v:.3g}" if isinstance(v, float) else " ".join(str(v).split())
+    return text if len(text) <= 40 else text[:39] + "…"
