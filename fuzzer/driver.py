@@ -24,7 +24,7 @@ from gapfuzz.results.sink import RecordSink
 from gapfuzz.workers.judge.align import AlignLedger
 from gapfuzz.workers.run.dispatch import Dispatcher
 from gapfuzz.workers.run.fleet import Fleet
-from gapfuzz.workers.run.jobs import JobLoop, Stranded
+from gapfuzz.workers.run.jobs import JobLoop
 from gapfuzz.workers.run.pool import gpu_utilisation
 
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
@@ -85,8 +85,6 @@ class Driver:
             self.stats["start_s"] = time.monotonic() - t0  # Ray and warm workers, before the first build
             self.out_of_time = not self.loop.run(jobs, deadline)
             cut_short = self.out_of_time
-        except Stranded as e:
-            raise CampaignError(str(e)) from None
         finally:
             self._finish(wait_s=2.0 if cut_short else 10.0)
         self._remember()

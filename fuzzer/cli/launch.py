@@ -96,9 +96,10 @@ def check_address(address: str | None) -> None:
         raise LaunchError(f"--address {address}: no Ray cluster answers there ({e.strerror or e})") from None
 
 
-def resume_command(campaign_arg: str | None, run_dir: Path, address: str | None) -> str:
-    """The exact command that continues this campaign."""
-    words = ["gapfuzz", "run", *([campaign_arg] if campaign_arg else []), "--resume", "--out", str(run_dir)]
+def resume_command(campaign_arg: str | None, run_dir: Path, address: str | None, settings: tuple = ()) -> str:
+    """The exact command that continues this campaign (``settings``: its KEY=VALUE words, as given)."""
+    words = ["gapfuzz", "run", *([campaign_arg] if campaign_arg else []), *settings, "--resume", "--out",
+             str(run_dir)]
     if address:
         words += ["--address", address]
     return " ".join(shlex.quote(w) for w in words)

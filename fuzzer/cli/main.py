@@ -1,6 +1,7 @@
 """The ``gapfuzz`` console script."""
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -11,7 +12,8 @@ from pathlib import Path
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import printable
 
-from gapfuzz.fuzzer.cli.parser import EXIT_BAD_INPUT, UserError, build_parser
+from gapfuzz.fuzzer.cli.parser import (EXIT_BAD_INPUT, EXIT_FOUND, EXIT_INFRASTRUCTURE, InfrastructureError, UserError,
+                                       build_parser, overrides, setting)
 from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage
 from gapfuzz.fuzzer.cli.repro import cmd_explain, cmd_repro
 from gapfuzz.fuzzer.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, end_children, sigterm_raises, stop_status
@@ -47,9 +49,11 @@ def cmd_run(args) -> int:
     from gapfuzz.fuzzer.driver import Driver
     from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
     from gapfuzz.fuzzer.config.plan import select_seeds, sized_seeds
+    from gapfuzz.workers.run.jobs import Stranded
 
+    settings = _settings(args)
     with exec_options_allowed(args.allow_exec_options):  # options naming a program: only when the user says so
-        campaign = load_campaign(args.campaign)
+        campaign = load_campaign(args.campaign, overrides(settings))
     # bad selections, and a plan past its bound, fail here, before anything is written or built
     seed_ids = sized_seeds(campaign, select_seeds(campaign), None if args.quiet else _planning_ticker())
     if args.check:
@@ -62,8 +66,9 @@ def cmd_run(args) -> int:
     if around is not None:
         raise UserError(f"{run_dir}: inside the run folder {around}; a run folder writes only inside itself, "
                         f"so give --out a folder of its own")
-    address = args.address or campaign.address
-    driver = Driver(campaign, run_dir, address=args.address, progress=not args.quiet, budget_s=args.time_budget)
+    again = resume_command(args.campaign, run_dir, args.address, tuple(text for _, _, text in settings))
+    address = args.address or campaign.address or os.environ.get("RAY_ADDRESS")  # inside a Ray job: its cluster
+    driver = Driver(campaign, run_dir, address=address, progress=not args.quiet, budget_s=args.time_budget)
     try:
         check_run_dir(run_dir, campaign, args.resume)
         check_cache(campaign)
@@ -76,29 +81,31 @@ def cmd_run(args) -> int:
         run_dir.write_bytes(campaign.to_yaml().encode(), "campaign.yaml")
         driver.pools.manifest().write(run_dir)  # run.json beside it: the backends that run here, by record name
     except ConnectionError as e:  # Ray found no cluster where it was told to look, or did not start here
-        where = f"--address {address}" if address else "Ray"
+        where = (f"--address {address}" if args.address or campaign.address else f"RAY_ADDRESS={address}") \
+            if address else "Ray"
         raise UserError(f"{where}: {' '.join(str(e).split())[:200]}") from None
     except (LaunchError, OSError, FolderError) as e:
         raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
             from None
     try:
         driver.run(seed_ids, sized=True)
-    except ConnectionError as e:  # the embedded Ray did not start (workers.run.pool.connect): nothing is lost
-        raise UserError(f"Ray: {' '.join(str(e).split())[:200]}; continue with: "
-                        f"{resume_command(args.campaign, run_dir, args.address)}") from None
+    except (ConnectionError, Stranded) as e:  # Ray did not start, or a pool lost its nodes: nothing is lost
+        where = "Ray: " if isinstance(e, ConnectionError) else ""
+        raise InfrastructureError(f"{where}{' '.join(str(e).split())[:200]}; continue with: "
+                                  f"{again}") from None
     except OSError as e:  # the run folder's disk: what was written before stays
         raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
-                        f"(continue with: {resume_command(args.campaign, run_dir, args.address)})") from None
+                        f"(continue with: {again})") from None
     except BaseException as e:  # Ctrl-C or SIGTERM: what was recorded stays, and says how to go on
         status = stop_status(e)
         if status is None:
             raise
         print(f"\n{'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}: records so far are kept in "
-              f"{run_dir}; continue with: {resume_command(args.campaign, run_dir, args.address)}", file=sys.stderr)
+              f"{run_dir}; continue with: {again}", file=sys.stderr)
         return status
     if driver.out_of_time and driver.progress.done == 0 and not args.resume:  # no record to sum up
         print(f"time budget of {driver.budget_s:g} s spent before a pair ended; continue with: "
-              f"{resume_command(args.campaign, run_dir, args.address)}")
+              f"{again}")
         return 0
     df = _records(str(run_dir), SUMMARY_COLUMNS)
     print(render_summary(df))
@@ -115,8 +122,36 @@ def cmd_run(args) -> int:
     if driver.out_of_time:
         p = driver.progress
         print(f"time budget of {driver.budget_s:g} s spent: {p.done} of {p.total} pairs run; continue with: "
-              f"{resume_command(args.campaign, run_dir, args.address)}")
-    return 0
+              f"{again}")
+    return _fail_on(args.fail_on, str(run_dir))
+
+
+def _fail_on(what: str, run_dir: str) -> int:
+    """``--fail-on``: 1 when the run has vendor findings (``findings``) or ones no known issue matches (``new``)."""
+    if what == "never":
+        return 0
+    from gapfuzz.analysis.api import load_run
+
+    found = load_run(run_dir).clusters(vendor=True)
+    if what == "new" and "known" in found:
+        found = found[found["known"].isna()]
+    if found.empty:
+        return 0
+    print(f"--fail-on {what}: {len(found)} {'new ' if what == 'new' else ''}vendor finding(s): "
+          f"{', '.join(found['cluster'].head(5))}{' ...' if len(found) > 5 else ''}")
+    return EXIT_FOUND
+
+
+def _settings(args) -> list:
+    """The KEY=VALUE words of ``run``; the first stands where the campaign file would when no file is given."""
+    given = list(args.settings)
+    if args.campaign and "=" in args.campaign and not Path(args.campaign).exists():
+        try:
+            given.insert(0, setting(args.campaign))
+        except argparse.ArgumentTypeError as e:
+            raise UserError(str(e)) from None
+        args.campaign = None
+    return given
 
 
 def _check(campaign, seed_ids: list[str]) -> int:
@@ -292,7 +327,7 @@ def _main(argv: list[str] | None) -> int:
         if not isinstance(e, _bad_input_errors()):
             raise
         print(f"gapfuzz: {printable(str(e), newlines=False)}", file=sys.stderr)  # a file's text, shown not obeyed
-        return EXIT_BAD_INPUT
+        return EXIT_INFRASTRUCTURE if isinstance(e, InfrastructureError) else EXIT_BAD_INPUT
 
 
 # The errors that mean bad input, by the module that defines each. They are looked up only among the
@@ -307,7 +342,7 @@ BAD_INPUT_ERRORS = [("gapfuzz.results.folder", "ResultsError"), ("gapfuzz.core.r
 
 def _bad_input_errors() -> tuple[type[Exception], ...]:
     found = [getattr(sys.modules[m], name) for m, name in BAD_INPUT_ERRORS if m in sys.modules]
-    return (UserError, *found)
+    return (UserError, InfrastructureError, *found)
 
 
 if __name__ == "__main__":

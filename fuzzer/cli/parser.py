@@ -8,11 +8,18 @@ import sys
 from gapfuzz.core.setting import (MAX_COUNT, MAX_MEMORY_GB, MAX_NUMBER, MAX_PARAMS, MAX_PER_SEED, MAX_SECONDS,
                                   MAX_SEED, MAX_WORKERS)
 
+EXIT_FOUND = 1  # run --fail-on, diff --exit-code: what was asked about was found
 EXIT_BAD_INPUT = 2
+EXIT_INFRASTRUCTURE = 3  # Ray did not start, or a pool lost its nodes: nothing wrong with the input; --resume goes on
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (``--help`` shows the usage)."""
+    """argparse, but a usage error is one line naming the problem (``--help`` shows the usage), and every
+    ``--help`` shows each option's default."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         print(f"gapfuzz: {message} (see {self.prog} --help)", file=sys.stderr)
@@ -21,6 +28,39 @@ class OneLineParser(argparse.ArgumentParser):
 
 class UserError(Exception):
     """Bad input from the command line; printed as one line, exit status 2."""
+
+
+class InfrastructureError(Exception):
+    """The machines, not the input: Ray did not start or a pool lost its nodes; one line, exit status 3."""
+
+
+def version() -> str:
+    """``gapfuzz 0.1.0 (torch 2.14.1, Python 3.11.7)``, from the installed metadata (nothing imported)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    def of(name: str) -> str:
+        try:
+            return installed(name)
+        except PackageNotFoundError:
+            return "not installed"
+    return f"gapfuzz {of('gapfuzz')} (torch {of('torch')}, Python {sys.version.split()[0]})"
+
+
+def setting(text: str) -> tuple[list[str], object, str]:
+    """``KEY=VALUE`` of a campaign key (``run.budget_s=600``, ``backends.targets=[inductor@cpu]``): the dotted
+    key, the value read as YAML (data: a number, a string, a list, a mapping), and the text."""
+    from gapfuzz.core.strict_yaml import YamlError, load
+
+    key, eq, value = text.partition("=")
+    parts = key.strip().split(".")
+    if not eq or not all(p.strip() and p.replace("_", "").replace("-", "").isalnum() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE with a dotted campaign key "
+                                         f"(e.g. run.budget_s=600)")
+    try:
+        return parts, load(value, f"the value of {key}") if value.strip() else "", text
+    except (YamlError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {' '.join(str(e).split())[:160]}") from None
 
 
 def _number(kind, low: float, strict: bool, high: float):
@@ -66,20 +106,62 @@ def duration(text: str) -> float:
     return value
 
 
+def overrides(settings: list) -> dict:
+    """The nested mapping of ``setting`` results, later ones over earlier ones, for ``load_campaign``."""
+    out: dict = {}
+    for parts, value, text in settings:
+        at = out
+        for part in parts[:-1]:
+            if not isinstance(at.get(part, {}), dict):
+                raise UserError(f"{text!r}: {part} was given a value of its own by an earlier KEY=VALUE")
+            at = at.setdefault(part, {})
+        at[parts[-1]] = value
+    return out
+
+
 def path_arg(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path")
     return text
 
 
+EXAMPLES = {  # each command's --help ends with one
+    "run": "gapfuzz run campaigns/inductor.yaml run.budget_s=600 'backends.targets=[inductor@cpu]' --fail-on new",
+    "schema": "gapfuzz schema > campaign.schema.json",
+    "triage": "gapfuzz triage runs/default --known known.yaml",
+    "report": "gapfuzz report runs/default   (then open runs/default/report.html)",
+    "diff": "gapfuzz diff runs/last-week runs/today --exit-code",
+    "seeds list": "gapfuzz seeds list --source timm --filter 'test_*'",
+    "seeds scan": "gapfuzz seeds scan --source timm --out runs/seed-scan",
+    "repro": "gapfuzz repro runs/default c-2d5690b0fb   (a cluster id from gapfuzz triage)",
+    "explain": "gapfuzz explain runs/default d-bfb0",
+    "mutators": "gapfuzz mutators",
+    "backends": "gapfuzz backends --filter '*@cpu'",
+}
+
+
+def _with_examples(sub, prefix: str = "") -> None:
+    for name, parser in sub.choices.items():
+        example = EXAMPLES.get(f"{prefix}{name}")
+        parser.epilog = f"example: {example}" if example else parser.epilog
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            _with_examples(action, f"{name} ")
+
+
 def build_parser(commands: dict) -> argparse.ArgumentParser:
     """The parser; ``commands`` maps each command (``"seeds scan"``) to the function that runs it."""
     p = OneLineParser(prog="gapfuzz", description="Find where the same model behaves differently "
-                                "across AI accelerators and software stacks.")
+                                "across AI accelerators and software stacks.",
+                      epilog="exit statuses: 0 done; 1 found what --fail-on or --exit-code asks about, or a "
+                      "reproducer did not reproduce; 2 bad input (one line, nothing lost); 3 the machines (Ray did "
+                      "not start, a pool lost its nodes: --resume goes on); 130 and 143 stopped by Ctrl-C or SIGTERM")
+    p.add_argument("--version", action="version", version=version())
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a campaign (no file: the embedded default campaign)")
-    r.add_argument("campaign", nargs="?", help="campaign YAML file")
+    r.add_argument("campaign", nargs="?", help="campaign YAML file (default: the embedded default campaign)")
+    r.add_argument("settings", nargs="*", metavar="KEY=VALUE", type=setting, default=[],
+                   help="campaign keys over the file's, checked as the file is (run.budget_s=600)")
     r.add_argument("--address", help="Ray cluster to join ('auto' for the local cluster)")
     r.add_argument("--resume", action="store_true", help="continue the campaign in its existing folder")
     r.add_argument("--out", type=path_arg, help="run folder: a path, or a URI such as s3://bucket/runs/x "
@@ -91,6 +173,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                    "pairs and runs per backend and mode); run and write nothing")
     r.add_argument("--allow-exec-options", action="store_true", help="let backend options name a program, a library, "
                    "a path or compiler flags (e.g. Inductor's cpp.cxx): the campaign file's values then run here")
+    r.add_argument("--fail-on", choices=("never", "findings", "new"), default="never",
+                   help="exit 1 when the run has vendor findings (findings), or ones no known issue matches (new)")
     r.set_defaults(fn=commands["run"])
 
     sch = sub.add_parser("schema", help="print the JSON Schema of a campaign file (for editors)")
@@ -116,6 +200,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     d.add_argument("run_a", help="the earlier run folder")
     d.add_argument("run_b", help="the later run folder")
     d.add_argument("--limit", type=positive_int(), default=50, help="clusters to show")
+    d.add_argument("--exit-code", action="store_true", help="exit 1 when the later run has clusters the earlier "
+                   "lacks that no known issue matches (for CI)")
     for q, name in ((t, "triage"), (rp, "report"), (d, "diff")):
         q.add_argument("--known", type=path_arg, help="known-issues file (YAML) that marks clusters already known")
         q.add_argument("--catalog", type=path_arg,
@@ -182,4 +268,5 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     b = sub.add_parser("backends", help="list backends and whether they are available here")
     b.add_argument("--filter", help="glob, e.g. '*@cpu'")
     b.set_defaults(fn=commands["backends"])
+    _with_examples(sub)
     return p

@@ -11,7 +11,7 @@ from pathlib import Path
 from gapfuzz.core.files import inside
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import printable
-from gapfuzz.fuzzer.cli.parser import UserError
+from gapfuzz.fuzzer.cli.parser import EXIT_FOUND, UserError
 
 
 def show(text: str) -> None:
@@ -90,8 +90,9 @@ def cmd_diff(args) -> int:
     from gapfuzz.analysis.triage import diff, render_diff
 
     before, after = open_run(args.run_a, args), open_run(args.run_b, args)
-    show(render_diff(diff(before.clusters(), after.clusters()), limit=args.limit))
-    return 0
+    d = diff(before.clusters(), after.clusters())
+    show(render_diff(d, limit=args.limit))
+    return EXIT_FOUND if args.exit_code and (d["state"] == "new").any() else 0
 
 
 def _vendor_digest(run, args) -> int:

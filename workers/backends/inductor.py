@@ -8,9 +8,14 @@ whether a compile held symbolic sizes.
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import sys
+import sysconfig
 from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -88,6 +93,10 @@ class Inductor(Backend):
     prepare_fn = staticmethod(prepare_inductor)
 
     @classmethod
+    def device_unavailable_reason(cls, device: str) -> str | None:
+        return (cpp_toolchain_problem() if device == "cpu" else None) or super().device_unavailable_reason(device)
+
+    @classmethod
     def known_options(cls):
         return ["mode", "dynamic", *inductor_config_keys()]
 
@@ -96,6 +105,18 @@ class Inductor(Backend):
         if key == "mode":
             return compile_modes()
         return typed(bool, default=False) if key == "dynamic" else config_type(key)
+
+
+@lru_cache(maxsize=1)
+def cpp_toolchain_problem() -> str | None:
+    """Why Inductor cannot build C++ here (the compiler its ``cpp.cxx`` names by default, ``$CXX`` or g++, and
+    the Python headers): without them every CPU compile fails, and those failures are not Inductor's."""
+    cxx = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    if shutil.which(cxx.split()[0] if cxx.strip() else "g++") is None:
+        return f"no C++ compiler ({cxx} is not on PATH: install g++, e.g. apt-get install g++)"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        return "no Python headers for its C++ (install python3-dev, or your Python's development package)"
+    return None
 
 
 @lru_cache(maxsize=1)

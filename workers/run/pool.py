@@ -258,10 +258,11 @@ def _quiet_unless_it_works():
 
 
 def connect(address: str | None, num_cpus: int | None = None) -> bool:
-    """Join the Ray cluster at ``address``, or start an embedded one with ``num_cpus`` (default: one per
-    core); True when this process started Ray (and so shuts it down)."""
+    """Join the Ray cluster at ``address`` (else at ``RAY_ADDRESS``, as inside a Ray job), or start an embedded
+    one with ``num_cpus`` (default: one per core); True when this process started Ray (and so shuts it down)."""
     if ray.is_initialized():
         return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
     # a worker Ray kills leaves its calls' unread results to print ~30 lines of ActorDiedError each;
     # the fleet says it in one line of its own (workers.run.fleet.Fleet.lose)
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
