@@ -197,6 +197,7 @@ def test_planted_faults_are_one_cluster_each_at_every_dtype_and_in_a_model(tmp_p
     assert {"float32", "float16"} <= set(relu["output_dtypes"]), relu
 
 
+@pytest.mark.slow  # 40-110 s; a faster test of the default set guards its main behaviour
 @pytest.mark.ray
 def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path, local_ray):
     run = _run(LAYOUT, tmp_path / "layout")

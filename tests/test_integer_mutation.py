@@ -124,6 +124,7 @@ run: {repeats: 1}
 """
 
 
+@pytest.mark.slow  # 40-110 s; a faster test of the default set guards its main behaviour
 @pytest.mark.ray
 def test_a_fault_an_int16_chain_reaches_is_found_with_the_defaults_and_unmutated_variants_are_skipped(tmp_path,
                                                                                                        local_ray):

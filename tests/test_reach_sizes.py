@@ -52,6 +52,7 @@ def test_a_campaign_draws_the_operators_own_dimension_past_every_block_length():
     assert [(a.base, a.along) for a in along] == [("ops/softmax/float32/1", 4097)]  # 0: 1-D; sum/1: a scalar
 
 
+@pytest.mark.slow  # 40-110 s; a faster test of the default set guards its main behaviour
 @pytest.mark.ray
 def test_a_softmax_that_reads_one_block_along_its_dim_is_found_only_along_that_dim(tmp_path, local_ray):
     from .conftest import run_campaign

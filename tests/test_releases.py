@@ -156,6 +156,7 @@ def test_a_release_that_cannot_be_had_stops_the_campaign_before_anything_is_writ
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # 40-110 s; a faster test of the default set guards its main behaviour
 @pytest.mark.ray
 def test_a_regression_in_release_two_is_one_cluster_marked_at_two_and_its_reproducer_says_so(tmp_path, wheels):
     from gapfuzz.analysis.api import load_run

@@ -32,6 +32,7 @@ run: {repeats: 1}
 """
 
 
+@pytest.mark.slow  # 40-110 s; a faster test of the default set guards its main behaviour
 @pytest.mark.ray
 def test_each_planted_fault_is_one_cluster_and_a_reordered_sum_none(tmp_path):
 
