@@ -27,9 +27,10 @@ order, an ill-conditioned reference, amplified rounding) make ``benign`` cluster
 A compiler finding whose cause was bisected to a pass (``culprit``: backend, subsystem and pass,
 ``workers.judge.culprit``) is keyed by that pass in place of its op: one pass that breaks two ops is one
 bug, one op that two passes break is two; a key without a culprit keeps the id it always had.
-An op is keyed by the kernel it runs (``KERNEL_OF``): ``linear`` and ``addmm`` are ``mm`` with a
-bias on every stack (eager's kernels, Inductor's lowering), so one matrix-product defect is one
-cluster whether a graph held ``linear`` or ``mm``; the cluster lists the ops it was located at. In
+An op is keyed by the kernel it runs (``KERNEL_OF``): ``linear``, ``addmm``, ``matmul`` and ``bmm`` are
+``mm`` (with a bias, or batched) on every stack (eager's kernels, Inductor's lowering), and a reduction's
+min and max (argmin, amin, min) are its max's, so one kernel's defect is one cluster whichever of its ops a
+graph held; the cluster lists the ops it was located at. In
 training, a gradient divergence located at a node whose forward value diverges too is that forward
 defect: its symptom is the node's forward one (``node_symptom``, from ``workers.judge.grad_align`` on the
 same run, or from the forward runs of the same seed, ``analysis.clusters.join_forward``), so its key
@@ -181,7 +182,9 @@ KEY_COLUMNS = ("backend", "stack", "device", "status", "stage", "error_type", "m
 MISSING = "-"
 INPUT = "input:"  # a first divergent "op" that is a graph input the stack received wrong (input:<layout>)
 # graph ops that run another op's kernel on every stack (eager's kernels, Inductor's lowering): keyed by that kernel
-KERNEL_OF = {"aten.linear.default": "aten.mm.default", "aten.addmm.default": "aten.mm.default"}
+KERNEL_OF = {**{f"aten.{op}.default": "aten.mm.default" for op in ("linear", "addmm", "matmul", "bmm")},
+             "aten.argmin.default": "aten.argmax.default", "aten.amin.default": "aten.amax.default",
+             "aten.min.dim": "aten.max.dim", "aten.min.default": "aten.max.default"}
 
 
 def kernel_op(op: str) -> str:

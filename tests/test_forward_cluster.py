@@ -44,6 +44,13 @@ def test_a_gradient_whose_node_forward_diverges_is_keyed_as_that_forward_defect_
     assert conv["first_div_op"] == "aten.conv2d.default"  # other ops are keyed by themselves
     assert forward.shown_by(gradient, ["aten.linear.default"])  # the reducer finds the kernel under either name
     assert not forward.shown_by(gradient, ["aten.conv2d.default"])
+    # one kernel, one key: a batched or broadcast product is mm's; a reduction's min is its max's
+    for one, other in (("matmul", "mm"), ("bmm", "mm"), ("argmin", "argmax"), ("amin", "amax")):
+        keys = [bug_key(_divergence(symptom="numeric", first_div_op=f"aten.{op}.default", node_symptom="numeric"))
+                for op in (one, other)]
+        assert keys[0] == keys[1], (one, other)
+    assert bug_key(_divergence(symptom="numeric", first_div_op="aten.min.dim")) == \
+        bug_key(_divergence(symptom="numeric", first_div_op="aten.max.dim"))
 
 
 def _run(**columns) -> dict:
@@ -90,7 +97,7 @@ def _linear_tanh():
                                                 ("planted_backward:WrongTanhBackward", "aten.tanh.default", False)])
 def test_the_gradient_aligner_says_whether_the_located_nodes_forward_diverged(stack, op, forward):
     from gapfuzz.core.ir import Variant
-    from gapfuzz.workers.judge.compare import Tolerances
+    from gapfuzz.core.tolerances import Tolerances
     from gapfuzz.workers.judge.grad_align import GradAligner
     from gapfuzz.workers.run.registry import load_class
 
