@@ -122,6 +122,24 @@ def test_isolation_takes_a_model_to_the_keyed_op_in_one_check_and_leaves_an_op_i
     assert calls == [1]
 
 
+def test_an_input_shrinks_to_the_special_value_the_bug_needs_and_plain_values_become_zeros():
+    from gapfuzz.fuzzer.repro.reproducers.literals import torch_literal
+    from gapfuzz.fuzzer.repro.shrink.passes import VALUES
+
+    v = capture(create_seed("ops/nn.functional.relu/float32/0")).variant
+    x = torch.randn(2, 3, 10, 16, generator=torch.Generator().manual_seed(0))
+    x[1, 2, 7, 11] = float("nan")
+    v = v.with_graph(v.gm, (x,))
+
+    def shows_nan(cand):  # the symptom: a NaN reaches the output
+        return any(bool(o.isnan().any()) for o in torch.utils._pytree.tree_leaves(cand.gm(*cand.inputs)))
+    final = Shrinker(v, shows_nan).run(VALUES)
+    (t,) = final.inputs
+    assert t.shape == (1, 1, 1, 1) and t.isnan().all(), t
+    wide = torch.ones(4, 64)
+    assert torch_literal(wide) == "torch.full((4, 64), 1, dtype=torch.float32)"  # one value, one short line
+
+
 def test_the_reducer_keeps_a_divergence_only_while_its_bug_key_holds():
     def key(**fields):
         return bug_key({"backend": "t@cpu", "status": "mismatch", "symptom": "numeric", "output_dtype": "float32",
@@ -168,8 +186,8 @@ def _cancellation():
 def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_path, plugin, verdict):
     """It used to exit 1 only when the target was further from float64 than eager: a reference-divergent
     or ill-conditioned cluster's reproducer said 'not reproduced' while the bug was there."""
-    from gapfuzz.fuzzer.repro.minimise import verify
     from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.fuzzer.repro.minimise import verify
     from gapfuzz.workers.run.registry import parse_backend
 
     v = _cancellation()
@@ -184,12 +202,11 @@ def test_a_reproducer_exits_1_while_the_oracle_blames_as_its_cluster_did(tmp_pat
 
 def test_the_reproducer_and_the_reducer_judge_with_the_campaigns_tolerances(tmp_path):
     """Both used to disagree: the reproducer had its own tolerance table."""
-    from gapfuzz.fuzzer.repro.minimise import verify
+    from gapfuzz.core.tolerances import Tolerances
     from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.fuzzer.repro.minimise import verify
     from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
-    from gapfuzz.workers.judge.compare import Tolerances
     from gapfuzz.workers.run.registry import parse_backend
-
     from tests.judging import judge_settings
 
     v = _cancellation()
@@ -251,8 +268,8 @@ def test_a_dead_random_op_is_cut_away_with_the_rest():
     import torch
     import torch.fx as fx
 
-    from gapfuzz.fuzzer.repro.shrink.passes import as_inputs, cut_after, cut_output
     from gapfuzz.core.ir import Variant
+    from gapfuzz.fuzzer.repro.shrink.passes import as_inputs, cut_after, cut_output
 
     aten = torch.ops.aten
     graph = fx.Graph()

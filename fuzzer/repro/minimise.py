@@ -19,28 +19,26 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-
-from gapfuzz.core.bugs import (GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Symptom, Verdict)
+from gapfuzz.core.bugs import GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status, Symptom, Verdict
 from gapfuzz.core.codegen import ScriptRefused, strings_in, vet
 from gapfuzz.core.files import OutsideFolder, inside
 from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
+from gapfuzz.fuzzer.generate import replay
+from gapfuzz.fuzzer.recipe import Recipe
+from gapfuzz.fuzzer.repro.across import ABSENT, SCRIPT_FAILED, campaign_releases, check_releases
+from gapfuzz.fuzzer.repro.across import in_words as release_words
+from gapfuzz.fuzzer.repro.code import plugin_path, reproducer, save_inputs
+from gapfuzz.fuzzer.repro.replayed import ReproError, folder_of, replayed, representative
+from gapfuzz.fuzzer.repro.report import bug_report
+from gapfuzz.fuzzer.repro.reproducers.case import Case, Script, check_of
+from gapfuzz.fuzzer.repro.reproducers.stacks import native_scripts
+from gapfuzz.fuzzer.repro.shrink.core import Shrinker, counted
+from gapfuzz.fuzzer.repro.shrink.passes import STRUCTURE, VALUES, cut_after, isolating
+from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
 from gapfuzz.workers.run.probes import Probe, probed
 from gapfuzz.workers.run.registry import BackendSpec
 from gapfuzz.workers.run.sandbox import Sandbox
-
-from gapfuzz.fuzzer.generate import replay
-from gapfuzz.fuzzer.recipe import Recipe
-from gapfuzz.fuzzer.repro.across import (ABSENT, SCRIPT_FAILED, campaign_releases, check_releases)
-from gapfuzz.fuzzer.repro.across import in_words as release_words
-from gapfuzz.fuzzer.repro.code import plugin_path, reproducer, save_inputs
-from gapfuzz.fuzzer.repro.report import bug_report
-from gapfuzz.fuzzer.repro.shrink.core import Shrinker, counted
-from gapfuzz.fuzzer.repro.reproducers.case import Case, Script, check_of
-from gapfuzz.fuzzer.repro.reproducers.stacks import native_scripts
-from gapfuzz.fuzzer.repro.shrink.passes import STRUCTURE, VALUES, cut_after, isolating
-from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
-from gapfuzz.fuzzer.repro.replayed import ReproError, folder_of, replayed, representative
 
 log = logging.getLogger("gapfuzz.fuzzer")
 FILES = ("repro.py", "inputs.pt", "model.onnx")  # what a reproducer's folder ships, and verify copies
@@ -162,7 +160,7 @@ def reproduce(run_dir, record: dict, out_dir, cluster: dict | None = None, max_c
     try:
         # the op the key names, alone: when it is the bug, one check confirms it and removes the rest
         shrinker = Shrinker(variant, _announced(predicate, say), max_calls=max_calls)
-        if shrinker.apply(isolating(key.op), "isolate"):
+        if shrinker.apply(isolating(key.op, record.get("first_div_node")), "isolate"):
             say(f"the bug shows at {key.op} alone: {shrinker.current.node_count} operator call(s)")
         else:
             variant = _start(variant, record, predicate, say)

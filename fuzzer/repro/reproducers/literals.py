@@ -82,14 +82,40 @@ def needs_nan_names(text: str) -> bool:
     return re.search(r"(?<![\w'\".])(?:nan|inf)(?![\w'\"])", text) is not None
 
 
+WIDTH = 100  # a literal's lines: a reproducer is read on one screen, its lines within 120 characters
+
+
+def wrapped(text: str, indent: str = "        ") -> str:
+    """``text`` (a call around a nested list literal) broken after commas into lines of at most ``WIDTH``
+    characters, continued at ``indent``: inside its brackets a line break changes nothing."""
+    if len(text) <= WIDTH:
+        return text
+    lines, line = [], ""
+    for piece in re.split(r"(?<=, )", text):
+        if line and len(line) + len(piece) > WIDTH:
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    return "\n".join([*lines, line])
+
+
 def torch_literal(t: torch.Tensor) -> str:
     """``torch.tensor(...)`` that rebuilds ``t`` exactly: values, dtype, sizes, strides, offset."""
+    return wrapped(_torch_literal(t))
+
+
+def _torch_literal(t: torch.Tensor) -> str:
     dtype = f"torch.{str(t.dtype).removeprefix('torch.')}"
     dense = t.is_contiguous() and t.storage_offset() == 0
     base = t if dense else _storage(t)
     values, as_bits = values_of(base.reshape(t.shape) if dense else base)
     if t.numel() == 0 and dense:
         text = f"torch.empty({tuple(t.shape)}, dtype={dtype})"
+    elif dense and t.numel() > 1 and _constant(base):  # ones, zeros: one value, not a page of it
+        one, as_bits = values_of(base.reshape(-1)[:1])
+        if as_bits:
+            one = f"torch.tensor({one}, dtype=torch.{str(BITS[t.dtype]).removeprefix('torch.')}).view({dtype})[0]"
+        text = f"torch.full({tuple(t.shape)}, {one if as_bits else one[1:-1]}, dtype={dtype})"
     elif as_bits:
         text = f"torch.tensor({values}, dtype=torch.{str(BITS[t.dtype]).removeprefix('torch.')}).view({dtype})"
     else:
@@ -99,8 +125,22 @@ def torch_literal(t: torch.Tensor) -> str:
     return text
 
 
+def _constant(t: torch.Tensor) -> bool:
+    """Every element the same, bit for bit (-0.0 is not 0.0; NaNs of one payload are one value)."""
+    flat = t.detach().cpu().reshape(-1)
+    if t.dtype in BITS:
+        flat = flat.view(BITS[t.dtype])
+    elif t.is_complex():
+        return False
+    return bool((flat == flat[0]).all())
+
+
 def numpy_literal(a: np.ndarray) -> str:
     """``np.array(...)`` that rebuilds a dense array exactly (through its bits where decimals lose them)."""
+    return wrapped(_numpy_literal(a))
+
+
+def _numpy_literal(a: np.ndarray) -> str:
     a = np.ascontiguousarray(a)
     t = torch.from_numpy(a.copy())
     values, as_bits = values_of(t)

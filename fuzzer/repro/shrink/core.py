@@ -21,10 +21,22 @@ log = logging.getLogger("gapfuzz.fuzzer")
 
 def size(v: Variant) -> tuple:
     """What "smaller" means: fewer call nodes, then fewer input elements, then fewer weight
-    elements, then fewer distinct weight values (ones and small integers beat random floats)."""
+    elements, then fewer distinct values in weights and inputs (ones and zeros beat random floats)."""
     tensors = v.tensors()
-    distinct = sum(int(t.unique().numel()) if t.numel() <= 65536 else t.numel() for t in tensors.values())
+    distinct = sum(_distinct(t) for t in [*tensors.values(), *(x for x in v.inputs if isinstance(x, torch.Tensor))])
     return (v.node_count, sum(t.numel() for t in v.inputs), sum(t.numel() for t in tensors.values()), distinct)
+
+
+BITS = {8: torch.int64, 4: torch.int32, 2: torch.int16}  # a float's values counted by their bits: NaNs, -0.0
+
+
+def _distinct(t: torch.Tensor) -> int:
+    if t.numel() > 65536 or t.is_complex():
+        return t.numel()
+    flat = t.detach().reshape(-1)
+    if t.is_floating_point() and t.element_size() in BITS:
+        flat = flat.view(BITS[t.element_size()])
+    return int(flat.unique().numel())
 
 
 def layouts(tensors) -> tuple:

@@ -15,9 +15,8 @@ import torch.fx as fx
 
 from gapfuzz.core.bugs import INPUT, MISSING, kernel_op
 from gapfuzz.core.ir import Variant, clone_exact, target_name
-from gapfuzz.workers.judge.interpret import node_values, prefix_graph
-
 from gapfuzz.fuzzer.repro.shrink.core import Shrinker
+from gapfuzz.workers.judge.interpret import node_values, prefix_graph
 
 
 def _calls(v: Variant, values: dict) -> list[fx.Node]:
@@ -85,10 +84,13 @@ def _eager_values(v: Variant) -> dict | None:
         return None
 
 
-def isolating(op: str | None):
+ISOLATED = 3  # calls of the keyed op tried alone, first ones first, when the record names no node
+
+
+def isolating(op: str | None, located: str | None = None):
     """A pass that first tries the op the bug key names (``first_div_op``, ``failing_op``) alone: the graph
-    cut after each of its calls, every other call made an input. When the op is the bug, one check takes a
-    model to one call, before the passes that halve it step by step."""
+    cut after its located call ``located`` (else each of its first calls), every other call made an input. When
+    the op is the bug, one check takes a model to one call, before the passes that halve it step by step."""
     def isolate(sh: Shrinker) -> None:
         if not op or op == MISSING or op.startswith(INPUT):
             return
@@ -96,9 +98,10 @@ def isolating(op: str | None):
         if values is None:
             return
         calls = {n.name for n in _calls(sh.current, values)}
-        for node in [n for n in sh.current.gm.graph.nodes if n.name in calls and _is(n, op)]:
+        named = [n for n in sh.current.gm.graph.nodes if n.name in calls and _is(n, op)]
+        for call in [n for n in named if n.name == located] or named[:ISOLATED]:
             try:
-                alone = as_inputs(cut_after(sh.current, node.name), calls - {node.name}, values)
+                alone = as_inputs(cut_after(sh.current, call.name), calls - {call.name}, values)
             except Exception:  # noqa: BLE001 - a node whose prefix is no graph of its own
                 continue
             if sh.consider(alone):
@@ -199,20 +202,50 @@ def laid_out_like(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _narrowed(v: Variant, i: int, d: int, length: int) -> Variant:
-    inputs = tuple(laid_out_like(t.narrow(d, 0, length), t) if k == i else t for k, t in enumerate(v.inputs))
+def _narrowed(v: Variant, i: int, d: int, length: int, start: int = 0) -> Variant:
+    inputs = tuple(laid_out_like(t.narrow(d, start, length), t) if k == i else t for k, t in enumerate(v.inputs))
     return v.with_graph(v.gm, inputs)
 
 
+def _special_at(t: torch.Tensor, d: int) -> int | None:
+    """Where along dimension ``d`` the first special value (NaN, an infinity, -0.0) of ``t`` is, if any: a
+    symptom of special values needs one kept when the input is cut."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return None
+    special = ~torch.isfinite(t) | ((t == 0) & torch.signbit(t))
+    found = special.nonzero()
+    return int(found[0, d]) if len(found) else None
+
+
 def shrink_inputs(sh: Shrinker) -> None:
-    """Inputs cut to length 1 along each dimension (batch first), else halved while that works."""
+    """Inputs cut to length 1 along each dimension (batch first), at the first special value where the input
+    holds one (else at the start), else halved around it while that works."""
     for i in range(len(sh.current.inputs)):
         for d in range(sh.current.inputs[i].dim()):
-            if sh.current.inputs[i].shape[d] <= 1 or sh.consider(_narrowed(sh.current, i, d, 1)):
+            t = sh.current.inputs[i]
+            at = _special_at(t, d)
+            starts = [at, 0] if at else [0]
+            if t.shape[d] <= 1 or any(sh.consider(_narrowed(sh.current, i, d, 1, s)) for s in starts):
                 continue
-            while sh.current.inputs[i].shape[d] > 2 and \
-                    sh.consider(_narrowed(sh.current, i, d, sh.current.inputs[i].shape[d] // 2)):
-                pass
+            while sh.current.inputs[i].shape[d] > 2:
+                n = sh.current.inputs[i].shape[d]
+                at = _special_at(sh.current.inputs[i], d) or 0
+                start = min(max(0, at - n // 4), n - n // 2)  # the special value inside the kept half
+                if not sh.consider(_narrowed(sh.current, i, d, n // 2, start)):
+                    break
+
+
+def simplify_inputs(sh: Shrinker) -> None:
+    """Each floating input's ordinary values as 0, else 1, its special values (NaN, infinities, -0.0) kept."""
+    for i, t in enumerate(sh.current.inputs):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            continue
+        keep = ~torch.isfinite(t) | ((t == 0) & torch.signbit(t))
+        for fill in (0.0, 1.0):
+            simple = laid_out_like(torch.where(keep, t, torch.full_like(t, fill)), t)
+            inputs = tuple(simple if k == i else x for k, x in enumerate(sh.current.inputs))
+            if sh.consider(sh.current.with_graph(sh.current.gm, inputs)):
+                break
 
 
 def simplify_weights(sh: Shrinker) -> None:
@@ -235,5 +268,5 @@ def with_tensor(v: Variant, name: str, value: torch.Tensor) -> Variant:
 
 
 STRUCTURE = [truncate, delta_debug, drop_outputs]  # fewer calls
-VALUES = [shrink_inputs, simplify_weights]  # smaller, simpler tensors
+VALUES = [shrink_inputs, simplify_inputs, simplify_weights]  # smaller, simpler tensors
 DEFAULT_PASSES = [*STRUCTURE, *VALUES]
