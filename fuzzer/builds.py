@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from gapfuzz.core.bugs import Stage
 from gapfuzz.core.failures import Failure
 from gapfuzz.core.modes import DEFAULT_MODE
-from gapfuzz.seeds.spec import SeedInfo
-from gapfuzz.workers.run.messages import CallReply, PayloadReply
-
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.fuzzer.recipe import Recipe
+from gapfuzz.seeds.spec import SeedInfo
+from gapfuzz.workers.run.messages import CallReply, PayloadReply
 
 
 @dataclass
@@ -40,6 +40,7 @@ class BuildRequest:
     use_cache: bool = True
     mode: str = DEFAULT_MODE  # core.modes name of the variants to build
     train_layers: bool = False  # training variants: dropout and batch norm as in training
+    tolerances: Tolerances | None = None  # the campaign's compare settings (metamorphic_err); None: the defaults
 
 
 @dataclass

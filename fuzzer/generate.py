@@ -18,6 +18,13 @@ from gapfuzz.core.bugs import Stage, Status, Verdict
 from gapfuzz.core.failures import Failure, describe
 from gapfuzz.core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
 from gapfuzz.core.modes import mode_of
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, Guidance, SeedBuild
+from gapfuzz.fuzzer.config.settings import VariantSettings
+from gapfuzz.fuzzer.guidance import Chooser
+from gapfuzz.fuzzer.mutators import Rejected, get_mutator
+from gapfuzz.fuzzer.recipe import Recipe, variant_id, variant_rng_seed
+from gapfuzz.fuzzer.validate import Evaluation, evaluate
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import Captured, CaptureError, capture, check_budget
 from gapfuzz.seeds.capture_cache import CaptureCache
@@ -25,15 +32,8 @@ from gapfuzz.seeds.registry import width_params
 from gapfuzz.seeds.sizes import SizeError
 from gapfuzz.seeds.spec import SeedInfo
 from gapfuzz.workers.backends.eager import Eager, prepare_eager_fp64
-from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
+from gapfuzz.workers.judge.compare import attribute, compare
 from gapfuzz.workers.run.training import Trainer, output_names
-
-from gapfuzz.fuzzer.guidance import Chooser
-from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, Guidance, SeedBuild
-from gapfuzz.fuzzer.mutators import Rejected, get_mutator
-from gapfuzz.fuzzer.recipe import Recipe, variant_id, variant_rng_seed
-from gapfuzz.fuzzer.config.settings import VariantSettings
-from gapfuzz.fuzzer.validate import Evaluation, evaluate
 
 log = logging.getLogger("gapfuzz.fuzzer")
 
@@ -152,14 +152,14 @@ def _failure(seed_id: str, stage: Stage, exc: BaseException, info: dict | None =
     return SeedBuild(seed_id=seed_id, failure=failure, seed=SeedInfo(**info) if info else None)
 
 
-def metamorphic(outputs: list, seed_outputs: list, seed_oracle) -> tuple[float, bool]:
-    """A semantics-preserving variant against its seed on the reference: the tolerance ratio, and
-    whether it agrees (within tolerance, or no further from the fp64 seed than the seed itself).
-    ``seed_oracle`` is called only when the outputs differ beyond tolerance."""
-    close = compare(outputs, seed_outputs, Tolerances())
+def metamorphic(outputs: list, seed_outputs: list, seed_oracle, tol: Tolerances) -> tuple[float, bool]:
+    """A semantics-preserving variant against its seed on the reference: the tolerance ratio at the
+    campaign's tolerances (the judge's too), and whether it agrees (within tolerance, or no further from the
+    fp64 seed than the seed itself). ``seed_oracle`` is called only when the outputs differ beyond tolerance."""
+    close = compare(outputs, seed_outputs, tol)
     if close.passed:
         return close.tol_ratio, True
-    v = attribute(outputs, seed_outputs, seed_oracle(), Tolerances())
+    v = attribute(outputs, seed_outputs, seed_oracle(), tol)
     return v.closeness.tol_ratio, v.verdict == Verdict.AGREE
 
 
@@ -232,7 +232,7 @@ def build_seed_variants(request: BuildRequest) -> SeedBuild:
         preserving = all(get_mutator(m).preserves_semantics for m in recipe.mutator_names)
         meta_err = meta_ok = None
         if preserving and recipe.mutations:
-            meta_err, meta_ok = metamorphic(ev.outputs, seed_outputs, seed_oracle)
+            meta_err, meta_ok = metamorphic(ev.outputs, seed_outputs, seed_oracle, request.tolerances or Tolerances())
         vid = variant_id(seed_id, index, request.mode)
         names = list(output_names(v))  # in training the loss and gradients too
         if not unmutated:  # a copy of the seed is not run again; the seed's outputs are the forward's

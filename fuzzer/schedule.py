@@ -13,21 +13,20 @@ from dataclasses import dataclass, field
 
 from gapfuzz.core.bugs import Stage, Status, bug_key_list
 from gapfuzz.core.failures import Failure
+from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, SeedBuild
+from gapfuzz.fuzzer.config.campaign import Campaign
+from gapfuzz.fuzzer.config.plan import SeedWork, seed_failure_id
+from gapfuzz.fuzzer.config.pools import BUILD_DEVICE, Pools
+from gapfuzz.fuzzer.config.settings import GuidanceMode
+from gapfuzz.fuzzer.generate import build_seed_variants
+from gapfuzz.fuzzer.guidance import Feedback
+from gapfuzz.fuzzer.progress import Progress
+from gapfuzz.fuzzer.records import catalog_row, run_record, seed_failure_record
+from gapfuzz.fuzzer.unusable import Unusable, skipped_like
 from gapfuzz.results.sink import RecordSink
 from gapfuzz.workers.run.dispatch import Dispatcher, Done
 from gapfuzz.workers.run.messages import CallReply, JudgeSettings, RunRequest
 from gapfuzz.workers.run.outcome import new_outcome
-
-from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, SeedBuild
-from gapfuzz.fuzzer.config.campaign import Campaign
-from gapfuzz.fuzzer.generate import build_seed_variants
-from gapfuzz.fuzzer.guidance import Feedback
-from gapfuzz.fuzzer.config.plan import SeedWork, seed_failure_id
-from gapfuzz.fuzzer.config.pools import BUILD_DEVICE, Pools
-from gapfuzz.fuzzer.cli.progress import Progress
-from gapfuzz.fuzzer.records import catalog_row, run_record, seed_failure_record
-from gapfuzz.fuzzer.config.settings import GuidanceMode
-from gapfuzz.fuzzer.unusable import Unusable, skipped_like
 
 BACKLOG_PER_WORKER = 4  # built variants waiting for a pool, per worker, before builds pause for the slowest pool
 
@@ -118,7 +117,7 @@ class CampaignJobs:
         v = self.c.variants
         request = BuildRequest(work.seed_id, work.indices, v, self.c.seed, self.c.capture.max_params,
                                None if v.guidance == GuidanceMode.UNIFORM else self.feedback.snapshot(v.guidance),
-                               self.c.capture.cache, work.mode, self.c.train_layers)
+                               self.c.capture.cache, work.mode, self.c.train_layers, self.c.compare.settings)
         return actor.call.remote(build_seed_variants, request, timeout=self.c.capture.timeout_s, keep_payloads=True)
 
     def _run_call(self, actor, vw: VariantWork):

@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 import torch
 
-from gapfuzz.fuzzer.generate import build_seed_variants, replay
-from gapfuzz.fuzzer.guidance import Chooser, Feedback
 from gapfuzz.fuzzer.builds import BuildRequest
 from gapfuzz.fuzzer.config.settings import VariantSettings
+from gapfuzz.fuzzer.generate import build_seed_variants, replay
+from gapfuzz.fuzzer.guidance import Chooser, Feedback
 from gapfuzz.fuzzer.mutators import get_mutator, list_mutators, mutator_table, resolve_mutators
 from gapfuzz.fuzzer.validate import evaluate
 from gapfuzz.seeds import create_seed
@@ -68,10 +68,11 @@ def test_incremental_evaluation_equals_a_full_run(bases):
         assert all(torch.equal(a, b) for a, b in zip(full, [t for t in v.gm(*v.inputs)])), name
 
 
-def _build(seed_id: str, indices: list[int], campaign_seed: int, mutators: list[str], include_seed: bool = True):
+def _build(seed_id: str, indices: list[int], campaign_seed: int, mutators: list[str], include_seed: bool = True,
+           tolerances=None):
     settings = VariantSettings(per_seed=len(indices), include_seed=include_seed, mutations=2, mutators=mutators,
                                exclude_mutators=[], guidance="uniform", max_tries=8)
-    return build_seed_variants(BuildRequest(seed_id, indices, settings, campaign_seed, None))
+    return build_seed_variants(BuildRequest(seed_id, indices, settings, campaign_seed, None, tolerances=tolerances))
 
 
 def test_recipes_replay_to_the_same_graph_weights_and_inputs():
@@ -96,6 +97,14 @@ def test_semantics_preserving_variants_agree_with_their_seed():
     result = _build("timm/test_vit", list(range(6)), 3, keep, include_seed=False)
     checked = [v for v in result.variants if v.metamorphic_ok is not None]
     assert checked and all(v.metamorphic_ok for v in checked)
+    # metamorphic_err is the campaign's tolerance ratio, as the judge computes it: ten times the tolerance, a tenth
+    from gapfuzz.core.tolerances import DEFAULT_TOLERANCES, Tolerances
+
+    loose = Tolerances({k: (r * 10, a * 10) for k, (r, a) in DEFAULT_TOLERANCES.items()})
+    again = _build("timm/test_vit", list(range(6)), 3, keep, include_seed=False, tolerances=loose)
+    ratios = [(v.metamorphic_err, w.metamorphic_err) for v, w in zip(result.variants, again.variants)
+              if v.metamorphic_err]
+    assert ratios and all(w == pytest.approx(v / 10, rel=1e-6) for v, w in ratios), ratios
 
 
 def test_mutator_selection_by_glob_and_family():
