@@ -49,7 +49,7 @@ def _stop_ray_session_of(run_started: float) -> None:
 
 def test_campaign_writes_one_record_per_variant_and_backend(tmp_path, write_campaign):
     path = write_campaign(CAMPAIGN)
-    proc = gapfuzz("run", path, "--out", tmp_path / "run", "--quiet", cwd=tmp_path)
+    proc = gapfuzz("run", path, "--out", tmp_path / "run", "--quiet", cwd=tmp_path, joins_ray=True)
     assert proc.returncode == 0, proc.stderr
     df = _records(tmp_path / "run")
     assert len(df) == VARIANTS * BACKENDS * PROBES
@@ -184,16 +184,16 @@ run: {repeats: 1}
 
 
 def test_a_time_budget_starts_no_pair_after_it_and_resume_runs_the_rest(tmp_path, write_campaign):
-    """``--time-budget``: no pair starts past it (here: spent while Ray starts), the command ends as a
+    """``--time-budget``: no pair starts past it (here: spent while the workers start), the command ends as a
     campaign does, and ``--resume`` without a budget runs the whole plan once."""
     path = write_campaign(CAMPAIGN.replace("include: [test_resnet, test_vit, test_convnext]", "include: [test_resnet]")
                           .replace("per_seed: 3", "per_seed: 2"))
     run = tmp_path / "run"
-    first = gapfuzz("run", path, "--out", run, "--quiet", "--time-budget", "1s", cwd=tmp_path)
+    first = gapfuzz("run", path, "--out", run, "--quiet", "--time-budget", "1s", cwd=tmp_path, joins_ray=True)
     assert first.returncode == 0, first.stderr
     assert "time budget of 1 s spent" in first.stdout and "--resume" in first.stdout
     assert not list(run.glob("records/*/*.parquet"))
-    rest = gapfuzz("run", path, "--out", run, "--quiet", "--resume", cwd=tmp_path)
+    rest = gapfuzz("run", path, "--out", run, "--quiet", "--resume", cwd=tmp_path, joins_ray=True)
     assert rest.returncode == 0, rest.stderr
     df = _records(run)
     assert len(df) == 2 * BACKENDS * PROBES and df.groupby(["variant_id", "backend", "probe"]).size().max() == 1

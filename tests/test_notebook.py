@@ -24,10 +24,10 @@ run: {repeats: 1}
 
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory):
-    """A real campaign on an embedded Ray: 6 variants on eager, the fp64 oracle and a target that always raises."""
+    """A real campaign on the session's Ray: 6 variants on eager, the fp64 oracle and a target that always raises."""
     tmp = tmp_path_factory.mktemp("notebook")
     (tmp / "c.yaml").write_text(CAMPAIGN)
-    proc = gapfuzz("run", tmp / "c.yaml", "--out", tmp / "run", "--quiet", cwd=tmp, timeout=600)
+    proc = gapfuzz("run", tmp / "c.yaml", "--out", tmp / "run", "--quiet", cwd=tmp, timeout=600, joins_ray=True)
     assert proc.returncode == 0, proc.stderr
     return tmp / "run"
 
