@@ -13,9 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Status, Verdict
-from gapfuzz.core.strict_yaml import YamlError, load
 from gapfuzz.core.ids import BackendName
+from gapfuzz.core.strict_yaml import YamlError, load
 from gapfuzz.results.catalog import Catalog
 from gapfuzz.results.columns import NESTED, decode_column
 from gapfuzz.results.folder import Folder

@@ -27,18 +27,35 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gapfuzz.core.bugs import (DEFAULT_ORACLE, DEFAULT_REFERENCE, DIVERGENCE_FIELDS, EXAMPLE_PROBE, FAILURE_FIELDS,
-                       GRAD_OUTPUT, GRADIENT_SYMPTOMS, KEY_COLUMNS, MISSING, VENDOR_STAGES, Kind, Status, Symptom,
-                       Verdict, bug_keys, error_band, kernel_op)
+from gapfuzz.core.bugs import (
+    DEFAULT_ORACLE,
+    DEFAULT_REFERENCE,
+    DIVERGENCE_FIELDS,
+    EXAMPLE_PROBE,
+    FAILURE_FIELDS,
+    GRAD_OUTPUT,
+    GRADIENT_SYMPTOMS,
+    KEY_COLUMNS,
+    MISSING,
+    VENDOR_STAGES,
+    Kind,
+    Status,
+    Symptom,
+    Verdict,
+    bug_keys,
+    error_band,
+    kernel_op,
+)
 from gapfuzz.core.failures import UNUSABLE
 from gapfuzz.core.modes import DEFAULT_MODE, MODE_NAMES
+from gapfuzz.results.columns import texts
 
 from .causes import derive
 from .impact import impact
 from .merge import merge
 from .option_cover import options_of
-from .releases import COLUMNS as RELEASE_COLUMNS, mark
-from gapfuzz.results.columns import texts
+from .releases import COLUMNS as RELEASE_COLUMNS
+from .releases import mark
 
 SEVERITY = {Status.CRASH: 6, Status.TIMEOUT: 5, Status.OOM: 5, Status.ERROR: 4, Symptom.TASK: 3, Symptom.STRUCTURE: 3,
             Symptom.SHAPE: 3, Symptom.DTYPE: 3, Symptom.NONFINITE: 3, Symptom.INTEGER: 3, Symptom.VALUE: 2,

@@ -22,6 +22,7 @@ from .api import Run
 from .known import CLASSES, KnownIssues
 from .table import markdown_table
 from .triage import describe, release_note
+
 TOLERANCES = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
 
 

@@ -29,8 +29,8 @@ import pandas as pd
 import regex
 
 from gapfuzz.core.strict_yaml import YamlError, load, read_file
-
 from gapfuzz.results.store import ResultsError
+
 from .triage import describe
 
 CLASSES = {"defect": "real defect", "documented": "documented behaviour", "tolerance": "artefact of tolerance",

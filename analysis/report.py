@@ -23,11 +23,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-import matplotlib.patches  # noqa: E402
 from jinja2 import Environment, PackageLoader, StrictUndefined  # noqa: E402
 
 from gapfuzz.core.bugs import Status, Verdict  # noqa: E402

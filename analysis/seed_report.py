@@ -7,8 +7,8 @@ import pandas as pd
 
 from gapfuzz.core.bugs import Stage, Status
 from gapfuzz.core.ids import SeedId
-
 from gapfuzz.core.templates import template
+
 from .table import format_table, markdown_table
 
 STAGES = ["built", "within cap", "captured", "ran"]

@@ -12,8 +12,8 @@ from dataclasses import astuple
 import pandas as pd
 
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, Kind, Stage, Symptom
-from gapfuzz.core.modes import modes_label
 from gapfuzz.core.ids import CulpritName, SeedId
+from gapfuzz.core.modes import modes_label
 
 from .releases import counts as release_counts
 from .table import format_table

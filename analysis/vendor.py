@@ -19,9 +19,9 @@ import re
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
+from gapfuzz.core.bugs import MISSING, VENDOR_STAGES, Kind, ReproStatus, Stage, Status, Symptom, Verdict
 from gapfuzz.core.codegen import docstring, strings_in, vet
 from gapfuzz.core.files import OutsideFolder, inside
-from gapfuzz.core.bugs import MISSING, VENDOR_STAGES, Kind, ReproStatus, Stage, Status, Symptom, Verdict
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import fenced
 

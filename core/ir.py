@@ -16,9 +16,9 @@ import operator
 from dataclasses import dataclass, field
 
 import numpy as np
-import xxhash
 import torch
 import torch.fx as fx
+import xxhash
 
 from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 

@@ -14,15 +14,14 @@ import random
 from collections import deque
 
 from gapfuzz.core.bugs import Stage
+from gapfuzz.fuzzer.builds import reply_failure
+from gapfuzz.fuzzer.progress import Progress
 from gapfuzz.results.catalog import Catalog, CatalogRow
 from gapfuzz.seeds.scan import scan_seed
 from gapfuzz.workers.run.dispatch import Dispatcher, Done
 from gapfuzz.workers.run.fleet import Fleet
 from gapfuzz.workers.run.jobs import JobLoop
 from gapfuzz.workers.run.pool import AUTO, PoolSettings, connect
-
-from gapfuzz.fuzzer.builds import reply_failure
-from gapfuzz.fuzzer.cli.progress import Progress
 
 
 def pick(ids: list[str], sample: int | None, seed: int) -> list[str]:

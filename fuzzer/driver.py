@@ -18,6 +18,14 @@ import pyarrow as pa
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
+from gapfuzz.fuzzer.config.estimate import remember
+from gapfuzz.fuzzer.config.plan import SeedWork, plan, select_seeds, sized_seeds
+from gapfuzz.fuzzer.config.pools import Pools
+from gapfuzz.fuzzer.config.settings import AlignScope
+from gapfuzz.fuzzer.progress import Progress
+from gapfuzz.fuzzer.schedule import CampaignJobs
+from gapfuzz.fuzzer.session import SessionStats
 from gapfuzz.results.compact import compact
 from gapfuzz.results.folder import Folder, ResultsError
 from gapfuzz.results.sink import RecordSink
@@ -26,15 +34,6 @@ from gapfuzz.workers.run.dispatch import Dispatcher
 from gapfuzz.workers.run.fleet import Fleet
 from gapfuzz.workers.run.jobs import JobLoop
 from gapfuzz.workers.run.pool import gpu_utilisation
-
-from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
-from gapfuzz.fuzzer.config.estimate import remember
-from gapfuzz.fuzzer.config.plan import SeedWork, plan, select_seeds, sized_seeds
-from gapfuzz.fuzzer.config.pools import Pools
-from gapfuzz.fuzzer.cli.progress import Progress
-from gapfuzz.fuzzer.schedule import CampaignJobs
-from gapfuzz.fuzzer.config.settings import AlignScope
-from gapfuzz.fuzzer.session import SessionStats
 
 
 class Driver:

@@ -15,8 +15,8 @@ import random
 from collections import Counter, defaultdict
 
 from gapfuzz.fuzzer.builds import Guidance
-from gapfuzz.fuzzer.mutators import get_mutator
 from gapfuzz.fuzzer.config.settings import GuidanceMode
+from gapfuzz.fuzzer.mutators import get_mutator
 
 
 class Feedback:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from gapfuzz.core.ids import VariantId
 from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 from gapfuzz.core.seeding import stable_int
-from gapfuzz.core.ids import VariantId
 
 
 @dataclass

@@ -5,15 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 from gapfuzz.core.bugs import COMPLETED, LIMITS, Stage, Status
-from gapfuzz.core.ids import BackendName, SeedId
 from gapfuzz.core.failures import signature
+from gapfuzz.core.ids import BackendName, SeedId
 from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.fuzzer.builds import BuiltVariant, SeedBuild
+from gapfuzz.fuzzer.recipe import Recipe
 from gapfuzz.results.catalog import CatalogRow
 from gapfuzz.results.schema import RunRecord
 from gapfuzz.seeds.spec import SeedInfo
-
-from gapfuzz.fuzzer.builds import BuiltVariant, SeedBuild
-from gapfuzz.fuzzer.recipe import Recipe
 
 
 def _seed_columns(seed: SeedInfo | None) -> dict:

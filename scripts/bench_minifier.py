@@ -25,16 +25,16 @@ import torch
 import torch.fx as fx
 from torch._functorch.fx_minifier import minifier
 
-from gapfuzz.fuzzer.repro.shrink.core import Shrinker, counted
-from gapfuzz.fuzzer.repro.shrink.passes import DEFAULT_PASSES, delta_debug, drop_outputs, truncate
 from gapfuzz.core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.ir import Variant
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.fuzzer.repro.shrink.core import Shrinker, counted
+from gapfuzz.fuzzer.repro.shrink.passes import DEFAULT_PASSES, delta_debug, drop_outputs, truncate
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
-from gapfuzz.workers.judge.compare import Tolerances
+from gapfuzz.workers.judge.verdict import judge_outputs
 from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.run.registry import parse_backend
-from gapfuzz.workers.judge.verdict import judge_outputs
 
 NUMERIC = {"status": Status.MISMATCH, "symptom": Symptom.NUMERIC, "verdict": Verdict.TARGET_DIVERGENT,
            "output_dtype": "float32"}

@@ -20,10 +20,10 @@ from collections import Counter
 import torch
 
 from gapfuzz.core.ir import Variant
-from gapfuzz.fuzzer.generate import build_seed_variants, replay
 from gapfuzz.fuzzer.builds import BuildRequest
-from gapfuzz.fuzzer.mutators import list_mutators
 from gapfuzz.fuzzer.config.settings import VariantSettings
+from gapfuzz.fuzzer.generate import build_seed_variants, replay
+from gapfuzz.fuzzer.mutators import list_mutators
 from gapfuzz.seeds import list_seeds
 from gapfuzz.workers.backends.eager import EagerFp64
 from gapfuzz.workers.backends.inductor import Inductor

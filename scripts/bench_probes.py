@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gapfuzz.core.bugs import COMPLETED  # noqa: E402
 from gapfuzz.fuzzer.config.campaign import from_dict  # noqa: E402
+from gapfuzz.fuzzer.config.plan import select_seeds, with_sizes  # noqa: E402
 from gapfuzz.fuzzer.driver import Driver  # noqa: E402
 from gapfuzz.fuzzer.generate import captured  # noqa: E402
-from gapfuzz.fuzzer.config.plan import select_seeds, with_sizes  # noqa: E402
 from gapfuzz.workers.run.pool import connect  # noqa: E402
 
 TARGETS = ["inductor@cpu", "onnxruntime@cpu", "openvino@cpu"]

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gapfuzz.results.schema import arrow_schema  # noqa: E402
 from gapfuzz.core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
+from gapfuzz.results.schema import arrow_schema  # noqa: E402
 from gapfuzz.results.store import RecordStore  # noqa: E402
 
 BUDGET_S, BUDGET_GIB = 30.0, 4.0

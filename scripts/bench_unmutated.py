@@ -11,17 +11,17 @@ backend runs: this measures the generator alone.
 from __future__ import annotations
 
 import argparse
-import warnings
 import random
 import sys
+import warnings
 from collections import Counter, defaultdict
 
 import torch
 
 from gapfuzz.fuzzer.builds import BuildRequest
+from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.fuzzer.generate import build_seed_variants
 from gapfuzz.fuzzer.mutators import list_mutators
-from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.seeds import list_seeds
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")

@@ -6,8 +6,8 @@ import argparse
 import datetime as dt
 import sys
 
-from gapfuzz.results.catalog import Catalog
 from gapfuzz.analysis.seed_report import render_seed_doc
+from gapfuzz.results.catalog import Catalog
 
 
 def main() -> int:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import fnmatch
 
+from gapfuzz.core.ids import SeedId
 from gapfuzz.core.registry import Registry
 
 from .errors import SeedError
-from gapfuzz.core.ids import SeedId
 from .sizes import check_runs
 from .spec import BuiltSeed
 

@@ -12,10 +12,10 @@ from collections import Counter
 
 import torch
 
-from gapfuzz.results.catalog import CatalogRow
 from gapfuzz.core.bugs import Stage, Status
 from gapfuzz.core.failures import Failure
 from gapfuzz.core.ir import target_name
+from gapfuzz.results.catalog import CatalogRow
 
 from .capture import CaptureError, capture
 from .registry import SeedError, create_seed, source_of

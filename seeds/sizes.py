@@ -27,6 +27,7 @@ tails of a wide matrix product's reduction even in a campaign of one seed.
 from __future__ import annotations
 
 import random
+
 from .errors import SeedError
 
 # Sizes along one dimension around the thresholds kernels switch at: tiny and prime lengths,

@@ -3,7 +3,7 @@ variants without a campaign (the workers' ``JudgeSettings`` has no defaults of i
 from __future__ import annotations
 
 from gapfuzz.core.setting import defaults_of
-from gapfuzz.workers.judge.compare import Tolerances
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
 
 

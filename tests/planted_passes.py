@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.workers.run.backend import Backend
 from gapfuzz.workers.backends.inductor import prepare_inductor
+from gapfuzz.workers.run.backend import Backend
 
 aten = torch.ops.aten
 

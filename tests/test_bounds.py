@@ -21,8 +21,8 @@ from gapfuzz.core.text import MAX_FIELD_CHARS, capped, code_span, fenced, printa
 from gapfuzz.fuzzer.cli.main import main
 from gapfuzz.fuzzer.config.campaign import CampaignError, load_campaign, read_campaign_file
 from gapfuzz.fuzzer.config.pools import Pools
-from gapfuzz.results.folder import Folder, ResultsError
 from gapfuzz.results import manifest as run_json
+from gapfuzz.results.folder import Folder, ResultsError
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.results.schema import RunRecord, arrow_schema
 from gapfuzz.results.store import RecordStore
@@ -252,7 +252,7 @@ def test_triage_diff_and_why_print_no_control_characters(tmp_path, capsys):
 
 
 def test_an_error_line_and_the_progress_line_show_escapes(tmp_path, capsys):
-    from gapfuzz.fuzzer.cli.progress import Progress
+    from gapfuzz.fuzzer.progress import Progress
 
     rc, _, err = _cli(["triage", str(tmp_path / "x\x1b[2Jy")], capsys)
     assert rc == 2 and "x\\x1b[2Jy" in err and "\x1b" not in err

@@ -21,7 +21,6 @@ import yaml
 
 from gapfuzz.fuzzer.config.campaign import load_campaign
 from gapfuzz.workers.run.pool import PoolSettings
-
 from scripts.cluster import dockerignore, images
 
 from .rayjob_schema import errors as rayjob_errors

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from gapfuzz.fuzzer.cli.launch import resume_command
-from gapfuzz.fuzzer.cli.parser import EXAMPLES, UserError, build_parser, overrides, setting
 from gapfuzz.fuzzer.cli.main import COMMANDS
+from gapfuzz.fuzzer.cli.parser import EXAMPLES, UserError, build_parser, overrides, setting
 
 from .conftest import REPO, gapfuzz
 

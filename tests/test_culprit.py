@@ -146,8 +146,8 @@ def test_each_planted_miscompilation_is_one_cluster_named_by_its_pass(tmp_path):
 def test_a_bisection_over_its_budget_stops_unfinished_and_the_next_one_starts_afresh():
     import torch
 
-    from tests.planted_passes import MiscompilingInductor
     from gapfuzz.workers.judge.culprit import bisect
+    from tests.planted_passes import MiscompilingInductor
 
     class M(torch.nn.Module):
         def forward(self, x, y):

@@ -13,6 +13,7 @@ from torch._dynamo.utils import counters
 
 from gapfuzz.core.bugs import Symptom, Verdict
 from gapfuzz.core.ir import Variant
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.mutators import get_mutator
 from gapfuzz.fuzzer.mutators.base import shape_of
 from gapfuzz.fuzzer.mutators.data_dependent import FORMS
@@ -21,12 +22,12 @@ from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
 from gapfuzz.seeds.sources import ops
 from gapfuzz.seeds.sources.op_samples import sample_tensors
-from tests.data_dependent_backend import _nonzero_column_major
-from tests.numeric_backends import _retargeted
 from gapfuzz.workers.backends.eager import EagerFp64
 from gapfuzz.workers.backends.inductor import prepare_aot_eager, prepare_inductor
-from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
+from gapfuzz.workers.judge.compare import attribute, compare
 from gapfuzz.workers.judge.verdict import judge_outputs
+from tests.data_dependent_backend import _nonzero_column_major
+from tests.numeric_backends import _retargeted
 
 from .conftest import shared_ray
 
@@ -202,8 +203,8 @@ def test_a_mutated_resnet_runs_on_inductor_whole_and_agrees():
 
 def test_an_inductor_reproducer_of_a_data_dependent_graph_runs_alone(tmp_path, conv):
     """prepare_inductor is copied into repro.py with the config wrapper it calls."""
-    from gapfuzz.fuzzer.repro.minimise import verify
     from gapfuzz.fuzzer.repro.code import reproducer, save_inputs
+    from gapfuzz.fuzzer.repro.minimise import verify
     from gapfuzz.workers.run.registry import parse_backend
 
     m = get_mutator(MUTATOR)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from gapfuzz.results.schema import COLUMNS
 from gapfuzz.fuzzer.config.campaign import default_campaign_path, load_campaign
+from gapfuzz.results.schema import COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 

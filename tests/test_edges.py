@@ -9,8 +9,8 @@ import torch
 
 from gapfuzz.core.bugs import Status, Symptom, Verdict, bug_key
 from gapfuzz.results.schema import RunRecord
-from tests.conftest import run_campaign
 from gapfuzz.workers.judge.verdict import RefusedProbe
+from tests.conftest import run_campaign
 
 BLANK = dict(campaign="", variant_id="", seed_id="", device="cpu")
 BCE = "all elements of target should be between 0 and 1"

@@ -14,7 +14,8 @@ import torch
 
 from gapfuzz.core.bugs import Status, Verdict
 from gapfuzz.core.modes import Mode
-from gapfuzz.workers.judge.compare import Tolerances, attribute
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.workers.judge.compare import attribute
 from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.run.pool import sandbox_env
 from gapfuzz.workers.run.registry import BackendSpec, parse_backend

@@ -9,9 +9,9 @@ import os
 import pytest
 import torch
 
+from gapfuzz.fuzzer.config.campaign import from_dict
 from gapfuzz.seeds.capture import capture
 from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
-from gapfuzz.fuzzer.config.campaign import from_dict
 from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.run.pool import AUTO, GpuReading, cuda_workers_per_gpu, parse_smi, sandbox_env
 from gapfuzz.workers.run.registry import BackendSpec

@@ -11,9 +11,9 @@ import torch
 from gapfuzz.analysis.clusters import clusters
 from gapfuzz.core.bugs import Kind, Stage, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.failures import Failure
-from gapfuzz.workers.judge.compare import Tolerances
-from gapfuzz.workers.judge.consensus import find_consensus, numpy_outputs
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.results.schema import RunRecord
+from gapfuzz.workers.judge.consensus import find_consensus, numpy_outputs
 
 
 def _div(**kw) -> dict:

@@ -12,10 +12,10 @@ import torch
 
 from gapfuzz.core.ir import Variant
 from gapfuzz.fuzzer.builds import BuildRequest
+from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.fuzzer.generate import build_seed_variants
 from gapfuzz.fuzzer.mutators import get_mutator, list_mutators
 from gapfuzz.fuzzer.mutators.dtype_ops import OPS, kind_of, ops_for
-from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.fuzzer.validate import evaluate
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture

@@ -4,7 +4,6 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
 import torch
 
 from gapfuzz.core.ir import Variant, graph_from_json, graph_to_json

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gapfuzz.core.modes import Mode
-from gapfuzz.fuzzer.cli.progress import Progress, oldest
+from gapfuzz.fuzzer.progress import Progress, oldest
 from gapfuzz.results.schema import RunRecord
 from gapfuzz.workers.judge.passes import Pass, PassManager
 from gapfuzz.workers.run.budget import ALIGNING, BISECTING, RUNNING, PairClock, pair_budget_s
@@ -18,9 +18,7 @@ from gapfuzz.workers.run.messages import RunRequest
 from gapfuzz.workers.run.registry import parse_backend
 from gapfuzz.workers.run.runner import run_variant
 from gapfuzz.workers.run.sandbox import Sandbox
-
 from tests.judging import judge_settings
-
 
 # ------------------------------------------------------------------ the progress line
 

@@ -9,8 +9,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from gapfuzz.core.setting import (MAX_COUNT, MAX_MEMORY_GB, MAX_PARAMS, MAX_PER_SEED, MAX_SECONDS, MAX_SEED,
-                                  MAX_WORKERS, field_schema)
+from gapfuzz.core.setting import (
+    MAX_COUNT,
+    MAX_MEMORY_GB,
+    MAX_PARAMS,
+    MAX_PER_SEED,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_WORKERS,
+    field_schema,
+)
 from gapfuzz.fuzzer.cli.main import COMMANDS, main
 from gapfuzz.fuzzer.cli.parser import build_parser
 

@@ -99,10 +99,10 @@ def test_value_dependent_defects_are_found_on_every_campaign_seed(tmp_path):
     only for sums over more than a block of elements, found by the sizes on every campaign seed."""
 
     from gapfuzz.analysis.api import load_run
+    from gapfuzz.core.ids import SeedId
+    from gapfuzz.core.strict_yaml import load
     from gapfuzz.fuzzer.config.campaign import from_dict
     from gapfuzz.fuzzer.driver import Driver
-    from gapfuzz.core.strict_yaml import load
-    from gapfuzz.core.ids import SeedId
 
     shared_ray()  # the session's embedded Ray (conftest)
     for seed in range(5):
@@ -141,8 +141,8 @@ def test_layout_probes_keep_the_values_and_change_the_strides():
 
 def test_a_probe_the_reference_refuses_blames_no_target_for_failing_it():
     from gapfuzz.core.bugs import Status, Verdict
-    from gapfuzz.workers.judge.verdict import RefusedProbe
     from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.judge.verdict import RefusedProbe
 
     refused = RefusedProbe("RuntimeError", "ZeroDivisionError")
     blank = dict(campaign="", variant_id="", seed_id="", device="cpu")

@@ -2,7 +2,7 @@
 import io
 import re
 
-from gapfuzz.fuzzer.cli.progress import Progress, clock
+from gapfuzz.fuzzer.progress import Progress, clock
 
 
 class Tty(io.StringIO):

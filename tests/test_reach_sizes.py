@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gapfuzz.seeds import create_seed
 from gapfuzz.core.ids import SeedId
+from gapfuzz.seeds import create_seed
 
 LONG = """
 name: long

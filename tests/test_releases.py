@@ -227,9 +227,9 @@ def test_a_release_in_a_pool_of_its_own_joins_the_consensus_of_the_targets_besid
     import torch
 
     from gapfuzz.core.bugs import Verdict
+    from gapfuzz.core.tolerances import Tolerances
     from gapfuzz.results.schema import RunRecord
     from gapfuzz.workers.judge.chain import consensus
-    from gapfuzz.workers.judge.compare import Tolerances
 
     out = [torch.tensor([1.0, float("inf"), 2.0])]
 

@@ -13,8 +13,8 @@ import torch
 
 from gapfuzz.core.ir import Variant, clone_exact
 from gapfuzz.fuzzer.config.campaign import from_dict
-from gapfuzz.fuzzer.repro.minimise import reproduce, verify
 from gapfuzz.fuzzer.repro.code import layouts, reproducer, save_inputs
+from gapfuzz.fuzzer.repro.minimise import reproduce, verify
 from gapfuzz.fuzzer.repro.shrink.core import Shrinker
 from gapfuzz.fuzzer.repro.shrink.passes import _narrowed, as_inputs, laid_out_like, with_tensor
 from gapfuzz.seeds import create_seed

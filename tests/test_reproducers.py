@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from gapfuzz.core.ir import Variant
-from gapfuzz.fuzzer.repro.reproducers.literals import generated, needs_nan_names, torch_literal
 from gapfuzz.fuzzer.repro.reproducers.case import Case, index_only
+from gapfuzz.fuzzer.repro.reproducers.literals import generated, needs_nan_names, torch_literal
 from gapfuzz.fuzzer.repro.reproducers.stacks import native_scripts
 from gapfuzz.fuzzer.repro.reproducers.torch_code import function_source
 from gapfuzz.workers.run.registry import BackendSpec

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from gapfuzz.core.bugs import Explanation, Kind, Symptom, Verdict
-from gapfuzz.workers.judge.compare import Tolerances, compare
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.workers.judge.compare import compare
 from gapfuzz.workers.judge.emulate import emulate, round_tf32
 from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
 
@@ -262,8 +263,8 @@ def test_clusters_whose_minimised_reproducers_match_merge(tmp_path):
 
 def test_known_issues_mark_clusters_and_diff_tells_known_from_new(tmp_path):
     from gapfuzz.analysis.known import KnownIssues
-    from gapfuzz.results.store import ResultsError
     from gapfuzz.analysis.triage import diff
+    from gapfuzz.results.store import ResultsError
 
     f = tmp_path / "known.yaml"
     f.write_text("_known:\n  - name: ov-bf16\n    class: documented\n    where: {backends: 'openvino@cpu', "

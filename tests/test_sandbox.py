@@ -134,7 +134,6 @@ def test_a_backend_that_fails_before_it_prepares_is_recorded_as_its_own_error(cl
 def test_a_variant_the_sandbox_built_runs_there_without_its_payload(sandbox):
     from gapfuzz.workers.run.messages import RunRequest
     from gapfuzz.workers.run.runner import run_variant
-
     from tests.judging import judge_settings
 
     payload = _linear_payload()

@@ -11,7 +11,6 @@ from gapfuzz.fuzzer.config.campaign import from_dict
 from gapfuzz.fuzzer.config.schema import DEFAULTS, SCHEMA
 from gapfuzz.fuzzer.config.settings import CompareSettings, RunSettings
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
-
 from tests.judging import judge_settings
 
 BASE = {"seeds": [{"source": "timm", "include": ["test_resnet"]}], "backends": {"targets": ["inductor@cpu"]}}

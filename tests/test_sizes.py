@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.testing._internal.opinfo.core import SampleInput
 
+from gapfuzz.core.ids import SeedId
 from gapfuzz.fuzzer.config.campaign import CampaignError, from_dict
 from gapfuzz.fuzzer.config.plan import plan, select_seeds, with_sizes
 from gapfuzz.seeds import create_seed
-from gapfuzz.core.ids import SeedId
 from gapfuzz.seeds.sizes import DIMENSION_SIZES, SizeError, choose
 from gapfuzz.seeds.sources.op_sizes import resize
-from torch.testing._internal.opinfo.core import SampleInput
 
 BASE = {"backends": {"targets": ["inductor@cpu"]}}
 
@@ -135,7 +135,7 @@ def test_a_width_past_the_parameter_cap_is_refused_saying_so():
 
 def test_a_timm_model_that_takes_no_width_is_not_drawn_at_one():
     from gapfuzz.seeds.registry import get_source
-    from gapfuzz.seeds.sizes import SizeError, WIDTHS
+    from gapfuzz.seeds.sizes import WIDTHS, SizeError
 
     assert get_source("timm").width_points("timm/test_efficientnet", list(WIDTHS)) == []
     with pytest.raises(SizeError, match="takes no width"):

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from gapfuzz.core.bugs import Kind, Symptom, Verdict
-from gapfuzz.core.modes import Mode
 from gapfuzz.core.ir import Variant
-from gapfuzz.workers.judge.compare import Tolerances
+from gapfuzz.core.modes import Mode
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.workers.judge.verdict import judge_outputs
 from gapfuzz.workers.run.training import Trainer, lift_parameters, loss_of, training_output_names
 

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from gapfuzz.analysis.clusters import clusters
-from gapfuzz.core.bugs import error_band
 from gapfuzz.analysis.portability import seeds, slowdowns, support, tolerance_curve
+from gapfuzz.core.bugs import error_band
 from gapfuzz.core.failures import signature
 from gapfuzz.core.templates import failing_op, template, template_array
 

@@ -8,16 +8,16 @@ import math
 import pytest
 import torch
 
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.seeds.capture import capture
 from gapfuzz.seeds.spec import BuiltSeed, SeedInfo
 from gapfuzz.workers.judge.align import AlignLedger, Location
-from gapfuzz.workers.judge.compare import Tolerances, compare
+from gapfuzz.workers.judge.compare import compare
+from gapfuzz.workers.judge.task import task_agreement
 from gapfuzz.workers.run.messages import RunRequest
 from gapfuzz.workers.run.registry import parse_backend
 from gapfuzz.workers.run.runner import run_variant
 from gapfuzz.workers.run.sandbox import Sandbox
-from gapfuzz.workers.judge.task import task_agreement
-
 from tests.judging import judge_settings
 
 S = Tolerances()
@@ -200,7 +200,8 @@ def test_one_flipped_bool_or_an_index_one_off_is_the_target_s_divergence():
     """Integers and bools are exact: ``a > b`` computed as ``a >= b`` at one tie flips one element,
     and that alone (the oracle siding with the reference) is a finding, not within tolerance."""
     from gapfuzz.core.bugs import Verdict
-    from gapfuzz.workers.judge.compare import Tolerances, attribute
+    from gapfuzz.core.tolerances import Tolerances
+    from gapfuzz.workers.judge.compare import attribute
 
     ref, flipped = torch.tensor([True, False, True]), torch.tensor([True, True, True])
     assert attribute([flipped], [ref], [ref], Tolerances()).verdict == Verdict.TARGET_DIVERGENT

@@ -13,11 +13,10 @@ import shlex
 import socket
 from pathlib import Path
 
-from gapfuzz.results.folder import Folder, FolderError
-from gapfuzz.seeds.spec import cache_dir
-
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError, fill, first_difference, read_campaign_file
 from gapfuzz.fuzzer.config.schema import OPERATIONAL_KEYS
+from gapfuzz.results.folder import Folder, FolderError
+from gapfuzz.seeds.spec import cache_dir
 
 CONNECT_TIMEOUT_S = 10.0
 

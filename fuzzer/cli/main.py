@@ -11,13 +11,19 @@ from pathlib import Path
 
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.text import printable
-
-from gapfuzz.fuzzer.cli.parser import (EXIT_BAD_INPUT, EXIT_FOUND, EXIT_INFRASTRUCTURE, InfrastructureError, UserError,
-                                       build_parser, overrides, setting)
+from gapfuzz.fuzzer.cli.parser import (
+    EXIT_BAD_INPUT,
+    EXIT_FOUND,
+    EXIT_INFRASTRUCTURE,
+    InfrastructureError,
+    UserError,
+    build_parser,
+    overrides,
+    setting,
+)
 from gapfuzz.fuzzer.cli.read import cmd_diff, cmd_report, cmd_triage
 from gapfuzz.fuzzer.cli.repro import cmd_explain, cmd_repro
 from gapfuzz.fuzzer.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, end_children, sigterm_raises, stop_status
-
 
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a command that SIGPIPE stopped (128 + 13)
 SUMMARY_COLUMNS = ["variant_id", "seed_id", "backend", "status", "verdict", "stage", "mutations"]
@@ -40,15 +46,14 @@ def _records(run_dir: str, columns: list[str] | None = None):
 
 
 def cmd_run(args) -> int:
-    from gapfuzz.results.folder import Folder, FolderError, run_folder_around
     from gapfuzz.analysis.triage import render_summary, render_unmutated
     from gapfuzz.core.bugs import Status, Verdict
-
-    from gapfuzz.fuzzer.config.campaign import load_campaign
-    from gapfuzz.fuzzer.config.backends import exec_options_allowed
-    from gapfuzz.fuzzer.driver import Driver
     from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
+    from gapfuzz.fuzzer.config.backends import exec_options_allowed
+    from gapfuzz.fuzzer.config.campaign import load_campaign
     from gapfuzz.fuzzer.config.plan import select_seeds, sized_seeds
+    from gapfuzz.fuzzer.driver import Driver
+    from gapfuzz.results.folder import Folder, FolderError, run_folder_around
     from gapfuzz.workers.run.jobs import Stranded
 
     settings = _settings(args)
@@ -189,7 +194,6 @@ def cmd_schema(args) -> int:
 
 def cmd_mutators(args) -> int:
     from gapfuzz.analysis.table import format_table
-
     from gapfuzz.fuzzer.mutators import mutator_table
 
     rows = [[n, fam, "yes" if keep else "no", doc] for n, fam, keep, doc in mutator_table()]
@@ -231,11 +235,9 @@ def cmd_seeds(args) -> int:
 
 def cmd_seeds_scan(args) -> int:
     from gapfuzz.analysis.seed_report import render_scan_summary
-
-    from gapfuzz.workers.run.jobs import Stranded
-
     from gapfuzz.fuzzer.catalog_scan import pick, scan
     from gapfuzz.fuzzer.cli.launch import LaunchError, check_address
+    from gapfuzz.workers.run.jobs import Stranded
 
     ids = pick(_seed_ids(args), args.sample, args.seed)
     out = Path(args.out)

@@ -5,8 +5,16 @@ import argparse
 import math
 import sys
 
-from gapfuzz.core.setting import (MAX_COUNT, MAX_MEMORY_GB, MAX_NUMBER, MAX_PARAMS, MAX_PER_SEED, MAX_SECONDS,
-                                  MAX_SEED, MAX_WORKERS)
+from gapfuzz.core.setting import (
+    MAX_COUNT,
+    MAX_MEMORY_GB,
+    MAX_NUMBER,
+    MAX_PARAMS,
+    MAX_PER_SEED,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_WORKERS,
+)
 
 EXIT_FOUND = 1  # run --fail-on, diff --exit-code: what was asked about was found
 EXIT_BAD_INPUT = 2

@@ -9,10 +9,9 @@ from gapfuzz.fuzzer.cli.read import open_run
 
 
 def cmd_repro(args) -> int:
-    from gapfuzz.results.store import ResultsError
-
     from gapfuzz.fuzzer.repro.across import AgainstError, against_form
     from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
+    from gapfuzz.results.store import ResultsError
 
     try:
         for given in args.against:  # each release as text now; whose stack it is, once a cluster's target is known
@@ -47,10 +46,9 @@ def cmd_repro(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from gapfuzz.results.store import ResultsError
-
     from gapfuzz.fuzzer.repro.attribute import attribute_cluster, lines
     from gapfuzz.fuzzer.repro.replayed import ReproError
+    from gapfuzz.results.store import ResultsError
 
     open_run(args.run_dir)
     try:
@@ -65,9 +63,8 @@ def cmd_explain(args) -> int:
 def _repro_all(run, args) -> int:
     """Every vendor cluster under one time budget, the unreproduced first; a table of what each gave."""
     from gapfuzz.analysis.table import format_table
-    from gapfuzz.results.store import ResultsError
-
     from gapfuzz.fuzzer.repro.minimise import ReproError, reproduce_cluster
+    from gapfuzz.results.store import ResultsError
 
     if run.path is None:
         raise UserError(f"{args.run_dir}: gapfuzz repro minimises from a local run folder")

@@ -22,19 +22,32 @@ from gapfuzz.core.modes import Mode
 from gapfuzz.core.registry import did_you_mean
 from gapfuzz.core.setting import build
 from gapfuzz.core.strict_yaml import CAMPAIGN_MAX_BYTES, MAX_BYTES, YamlError, key_problem, load, non_finite, read_file
-from gapfuzz.workers.run.releases import Release
-from gapfuzz.fuzzer.config.backends import (EXEC_OPTIONS, as_list, backend_spec, check_backends, check_training,
-                                            device_references, with_releases)
+from gapfuzz.core.tolerances import DEFAULT_TOLERANCES
+from gapfuzz.fuzzer.config.backends import (
+    EXEC_OPTIONS,
+    as_list,
+    backend_spec,
+    check_backends,
+    check_training,
+    device_references,
+    with_releases,
+)
 from gapfuzz.fuzzer.config.schema import DEFAULTS, NAME_PATTERN, NAME_RULE, POOL_DEFAULTS, SCHEMA, SELECTION_DEFAULTS
-from gapfuzz.fuzzer.config.settings import (PATTERN_RULES, BackendSet, CampaignError, CampaignFile, VariantSettings,
-                                            pool_env_problem)
+from gapfuzz.fuzzer.config.settings import (
+    PATTERN_RULES,
+    BackendSet,
+    CampaignError,
+    CampaignFile,
+    VariantSettings,
+    pool_env_problem,
+)
 from gapfuzz.results.folder import ResultsError
 from gapfuzz.results.manifest import RunManifest
-from gapfuzz.workers.judge.compare import DEFAULT_TOLERANCES
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun, JudgeSettings
 from gapfuzz.workers.run.pool import PoolSettings
 from gapfuzz.workers.run.probes import COUNTED, KINDS, ProbeSettings
 from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.releases import Release
 
 
 def _is_integer(checker, instance) -> bool:

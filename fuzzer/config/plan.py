@@ -6,19 +6,18 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gapfuzz.results.catalog import Catalog
-from gapfuzz.results.store import ResultsError
 from gapfuzz.core.bugs import Status
+from gapfuzz.core.ids import SeedId
 from gapfuzz.core.modes import DEFAULT_MODE
 from gapfuzz.core.setting import MAX_PAIRS, MAX_RUNS
-from gapfuzz.seeds import list_seeds
-from gapfuzz.seeds.registry import source_of, width_params, width_points_of
-from gapfuzz.core.ids import SeedId
-from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS, choose, choose_along, width_order
-
 from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError
 from gapfuzz.fuzzer.config.estimate import estimate
 from gapfuzz.fuzzer.recipe import variant_id
+from gapfuzz.results.catalog import Catalog
+from gapfuzz.results.store import ResultsError
+from gapfuzz.seeds import list_seeds
+from gapfuzz.seeds.registry import source_of, width_params, width_points_of
+from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS, choose, choose_along, width_order
 
 log = logging.getLogger("gapfuzz.fuzzer")
 MAX_COUNTED = 100  # width seeds counted on the meta device while planning (a tenth of a second to seconds each)

@@ -13,13 +13,12 @@ import shutil
 import sys
 from dataclasses import replace
 
+from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError, manifest_of
 from gapfuzz.results.manifest import RunManifest
 from gapfuzz.workers.run.fleet import unplaceable
 from gapfuzz.workers.run.pool import AUTO, PoolSettings, connect, read_gpus
 from gapfuzz.workers.run.registry import POOL_MARK, unavailable_in
 from gapfuzz.workers.run.releases import ReleaseError, environment, runtime_env
-
-from gapfuzz.fuzzer.config.campaign import Campaign, CampaignError, manifest_of
 
 log = logging.getLogger("gapfuzz.fuzzer")
 BUILD_DEVICE = "cpu"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from gapfuzz.core.setting import bounded, defaults_of, schema_of
-
 from gapfuzz.fuzzer.config.settings import NAME_MAX, NAME_PATTERN, NAME_RULE, CampaignFile, PoolSection, SeedSelection
 
 __all__ = ["DEFAULTS", "NAME_MAX", "NAME_PATTERN", "NAME_RULE", "OPERATIONAL_KEYS", "POOL_DEFAULTS", "SCHEMA",

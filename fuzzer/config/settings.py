@@ -12,10 +12,19 @@ from functools import cached_property
 
 from gapfuzz.core.bugs import DEFAULT_ORACLE, DEFAULT_REFERENCE, StrEnum
 from gapfuzz.core.modes import DEFAULT_MODE, MODE_NAMES
-from gapfuzz.core.setting import (MAX_COUNT, MAX_MEMORY_GB, MAX_PARAMS, MAX_PER_SEED, MAX_SECONDS, MAX_SEED,
-                                  MAX_WORKERS, schema_of, setting)
+from gapfuzz.core.setting import (
+    MAX_COUNT,
+    MAX_MEMORY_GB,
+    MAX_PARAMS,
+    MAX_PER_SEED,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_WORKERS,
+    schema_of,
+    setting,
+)
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS
-from gapfuzz.workers.judge.compare import Tolerances
 from gapfuzz.workers.run.messages import JudgeCompare, JudgeRun
 from gapfuzz.workers.run.probes import DEFAULT_KINDS, ProbeSettings
 from gapfuzz.workers.run.registry import BackendSpec

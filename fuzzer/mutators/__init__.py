@@ -7,7 +7,6 @@ from __future__ import annotations
 import fnmatch
 
 from gapfuzz.core.registry import Registry
-
 from gapfuzz.fuzzer.mutators.base import Mutator, MutatorError, Rejected
 
 

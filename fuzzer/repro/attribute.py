@@ -12,12 +12,11 @@ import dataclasses
 import time
 
 from gapfuzz.core.bugs import bug_key
+from gapfuzz.fuzzer.repro.replayed import ReproError, replayed, representative
 from gapfuzz.workers.run.messages import RunRequest
 from gapfuzz.workers.run.runner import run_variant
 from gapfuzz.workers.run.sandbox import Sandbox
 from gapfuzz.workers.run.training import output_names
-
-from gapfuzz.fuzzer.repro.replayed import ReproError, replayed, representative
 
 # what attribution writes, in the order a person reads it: what the run is, what explains it, where, and why
 SHOWN = ("status", "verdict", "symptom", "error_type", "explanation", "explain_ratio", "first_div_op",

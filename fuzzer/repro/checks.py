@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from gapfuzz.core.templates import MAX_CHARS, _RULES
+from gapfuzz.core.templates import _RULES, MAX_CHARS
 
 TEMPLATE_RULES = _RULES  # (pattern, replacement): core.templates' rules, in order
 

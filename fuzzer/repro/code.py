@@ -17,21 +17,20 @@ import textwrap
 
 import torch
 
-from gapfuzz.core.codegen import literal
 from gapfuzz.core.bugs import FAILED, Status, Symptom, Verdict, bug_key
+from gapfuzz.core.codegen import literal
+from gapfuzz.core.ids import BackendName
 from gapfuzz.core.ir import Variant, clone_exact
 from gapfuzz.core.modes import mode_of
 from gapfuzz.core.templates import template
-from gapfuzz.core.ids import BackendName
-from gapfuzz.workers.backends.eager import prepare_eager_fp64
-from gapfuzz.workers.judge.compare import Tolerances
-from gapfuzz.workers.run.registry import BackendSpec
-from gapfuzz.workers.judge.task import canonicalize, task_agreement
-from gapfuzz.workers.run import training
-from gapfuzz.workers.run.training import draws_randomly, output_names, trainable_parameters
-
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.repro import checks as repro_checks
 from gapfuzz.fuzzer.repro.source_copy import SourceCopy
+from gapfuzz.workers.backends.eager import prepare_eager_fp64
+from gapfuzz.workers.judge.task import canonicalize, task_agreement
+from gapfuzz.workers.run import training
+from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.training import draws_randomly, output_names, trainable_parameters
 
 HEADER = '''"""A reproducer written by gapfuzz: `python repro.py` beside inputs.pt, with torch and the backend's stack.
 Exit status 1: the bug is present; 0: it is not; 3: the backend failed another way; 4: this script failed."""'''

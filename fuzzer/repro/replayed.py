@@ -14,6 +14,11 @@ from pathlib import Path
 
 from gapfuzz.core.bugs import Kind, Verdict, bug_key
 from gapfuzz.core.files import OutsideFolder, inside
+from gapfuzz.fuzzer.config.backends import exec_options_allowed
+from gapfuzz.fuzzer.config.campaign import from_dict, plugin_classes, read_campaign_file
+from gapfuzz.fuzzer.generate import replay
+from gapfuzz.fuzzer.recipe import Recipe
+from gapfuzz.fuzzer.repro.across import AgainstError, parse_against
 from gapfuzz.results.columns import backend_options_of, text
 from gapfuzz.seeds.capture import CaptureError
 from gapfuzz.workers.run.messages import JudgeSettings
@@ -21,12 +26,6 @@ from gapfuzz.workers.run.probe_check import checked_recipe, name_problem
 from gapfuzz.workers.run.probes import probed
 from gapfuzz.workers.run.registry import BackendSpec
 from gapfuzz.workers.run.releases import ReleaseError, environment
-
-from gapfuzz.fuzzer.config.backends import exec_options_allowed
-from gapfuzz.fuzzer.config.campaign import from_dict, plugin_classes, read_campaign_file
-from gapfuzz.fuzzer.generate import replay
-from gapfuzz.fuzzer.recipe import Recipe
-from gapfuzz.fuzzer.repro.across import AgainstError, parse_against
 
 log = logging.getLogger("gapfuzz.fuzzer")
 

@@ -7,11 +7,11 @@ import os
 import platform
 
 from gapfuzz.core.bugs import EXAMPLE_PROBE, ReproStatus, Status, Symptom, Verdict
-from gapfuzz.results.columns import recipe_of, text
 from gapfuzz.core.text import code_span, fenced, printable
+from gapfuzz.fuzzer.repro.across import in_words as release_words
+from gapfuzz.results.columns import recipe_of, text
 from gapfuzz.workers.judge.culprit import in_words
 from gapfuzz.workers.run.registry import BackendSpec
-from gapfuzz.fuzzer.repro.across import in_words as release_words
 
 
 @functools.lru_cache(maxsize=1)

@@ -42,13 +42,13 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gapfuzz.core.files import write_whole
+from gapfuzz.core.ids import SeedId
 from gapfuzz.core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from gapfuzz.core.ids import SeedId
+from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 from .op_samples import flatten_sample, sample_tensors
 from .op_sizes import along, main_dimension, rebuilt
-from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 
 log = logging.getLogger("gapfuzz.seeds")
 

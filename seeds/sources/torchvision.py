@@ -13,10 +13,10 @@ import inspect
 
 import torch
 
+from gapfuzz.core.ids import SeedId
 from gapfuzz.core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from gapfuzz.core.ids import SeedId
 from ..sizes import IMAGE_SIDES, PATCH_GRID_SIDES, SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 

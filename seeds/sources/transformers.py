@@ -16,10 +16,10 @@ import inspect
 
 import torch
 
+from gapfuzz.core.ids import SeedId
 from gapfuzz.core.seeding import seeded_generator, stable_int
 
 from ..registry import SeedError, SeedSource, register_source
-from gapfuzz.core.ids import SeedId
 from ..sizes import SizeError
 from ..spec import BuiltSeed, SeedInfo, count_params, input_spec_of
 from ..tiny_config import BASIC_TOKENS, BATCH, IMAGE, RESERVED_IDS, SEQ, VOCAB, is_int, tiny_config

@@ -7,11 +7,10 @@ import tempfile
 import torch
 
 from gapfuzz.core.bugs import Stage
-
-from gapfuzz.workers.run.backend import Backend, stage
-from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.eager import to_device
 from gapfuzz.workers.backends.inductor_options import config_type, inductor_config_keys
+from gapfuzz.workers.run.backend import Backend, stage
+from gapfuzz.workers.run.registry import register_backend
 
 
 def prepare_aot_inductor(gm, example_inputs, device, options):

@@ -5,8 +5,22 @@ import torch
 import torch.fx as fx
 
 from gapfuzz.workers.run.backend import DEVICES, Backend
-from gapfuzz.workers.judge.interpret import WIDEN, widen_args
 from gapfuzz.workers.run.registry import register_backend
+
+# the float64 oracle (eager-fp64) and the interpreter that widens a graph to it: every floating dtype to 64 bits
+WIDEN = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+         torch.complex64: torch.complex128, torch.complex32: torch.complex128}
+
+
+def widen_args(a):
+    """Graph arguments with every floating dtype replaced by its 64-bit one (explicit casts too)."""
+    if isinstance(a, torch.dtype):
+        return WIDEN.get(a, a)
+    if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size):
+        return type(a)(widen_args(x) for x in a)
+    if isinstance(a, dict):
+        return {k: widen_args(v) for k, v in a.items()}
+    return a
 
 
 def to_device(gm, device: str, dtype_map: dict | None = None):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from gapfuzz.workers.run.backend import Backend, OptionType, one_of, typed
-from gapfuzz.workers.run.registry import register_backend
 from gapfuzz.workers.backends.eager import to_device
 from gapfuzz.workers.backends.inductor_options import config_type, inductor_config_keys
+from gapfuzz.workers.run.backend import Backend, OptionType, one_of, typed
+from gapfuzz.workers.run.registry import register_backend
 
 
 def prepare_inductor(gm, example_inputs, device, options):

@@ -4,10 +4,9 @@ from __future__ import annotations
 import torch
 
 from gapfuzz.core.bugs import Stage
-
+from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 from gapfuzz.workers.run.backend import Backend, counting, device_unavailable_reason, one_of, stage, typed
 from gapfuzz.workers.run.registry import register_backend
-from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 _LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",

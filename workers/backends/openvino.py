@@ -12,10 +12,9 @@ import numpy as np
 import torch
 
 from gapfuzz.core.bugs import Stage
-
+from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 from gapfuzz.workers.run.backend import Backend, OptionType, counting, is_integer, names_a_program, stage
 from gapfuzz.workers.run.registry import register_backend
-from gapfuzz.workers.backends.host_arrays import from_numpy, placeholder_names, to_numpy
 
 _PLUGINS = {"cpu": "CPU", "xpu": "GPU"}
 THREADS = counting(default=1)

@@ -4,10 +4,9 @@ from __future__ import annotations
 import torch
 
 from gapfuzz.core.bugs import Stage
-
+from gapfuzz.workers.backends.eager import to_device
 from gapfuzz.workers.run.backend import Backend, counting, one_of, stage
 from gapfuzz.workers.run.registry import register_backend
-from gapfuzz.workers.backends.eager import to_device
 
 
 def prepare_tensorrt(gm, example_inputs, device, options):

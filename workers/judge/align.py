@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from gapfuzz.core.bugs import INPUT, BugKey, Symptom, Verdict
-
-from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
-from gapfuzz.workers.judge.interpret import node_values, prefix_graph, candidate_nodes, tensor_inputs
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.workers.judge.compare import attribute, compare
+from gapfuzz.workers.judge.interpret import candidate_nodes, node_values, prefix_graph, tensor_inputs
 
 aten = torch.ops.aten
 DISCONTINUOUS = {

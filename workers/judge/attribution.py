@@ -16,9 +16,8 @@ import dataclasses
 import time
 
 from gapfuzz.core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_key
-
-from gapfuzz.workers.judge.compare import compare
 from gapfuzz.workers.judge.align import ask as _ask
+from gapfuzz.workers.judge.compare import compare
 from gapfuzz.workers.judge.culprit import KERNEL_OR_CONVERSION, OPTIMISER, Culprit
 from gapfuzz.workers.run.budget import BISECTING
 from gapfuzz.workers.run.probes import EXAMPLE, Probe

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from gapfuzz.core.bugs import GRADIENT_SYMPTOMS, Status, Verdict, bug_key
 from gapfuzz.core.modes import MODES
 from gapfuzz.results.schema import RunRecord
-
-from gapfuzz.workers.judge.align import LOCATION_FIELDS, Location, align_case, ask as _ask
+from gapfuzz.workers.judge.align import LOCATION_FIELDS, Location, align_case
+from gapfuzz.workers.judge.align import ask as _ask
 from gapfuzz.workers.judge.attribution import attributable, attribute_findings
 from gapfuzz.workers.judge.compare import Closeness, compare
 from gapfuzz.workers.judge.comparisons import DIVERGED, platform_explains, tf32_explains

@@ -15,7 +15,6 @@ import dataclasses
 from gapfuzz.core.bugs import Explanation, Status, Verdict
 from gapfuzz.core.ids import BackendName
 from gapfuzz.results.schema import RunRecord
-
 from gapfuzz.workers.judge.compare import compare
 from gapfuzz.workers.judge.verdict import Judge
 from gapfuzz.workers.run.messages import JudgeSettings, RunRequest

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from gapfuzz.core.bugs import Symptom, Verdict
-
-from gapfuzz.workers.judge.compare import Tolerances, compare
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.workers.judge.compare import compare
 
 # Operators whose result is the dtype's own representation (the next representable value, a bit view, a
 # split into mantissa and exponent, a scaling by a power of two that overflows at the dtype's range): a

@@ -15,7 +15,6 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from gapfuzz.core.bugs import Explanation
-
 from gapfuzz.workers.judge.interpret import Evaluator
 
 aten = torch.ops.aten

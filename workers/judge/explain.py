@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from gapfuzz.core.bugs import Explanation, Symptom, Verdict
-
-from gapfuzz.workers.judge.compare import Tolerances, compare
+from gapfuzz.core.tolerances import Tolerances
+from gapfuzz.workers.judge.compare import compare
 
 FACTOR = 10.0  # "the same error, to within a factor": a decade either way
 MEDIAN_FLOOR = 0.1  # tolerances (about one ulp of float32): medians below this count as equal

@@ -26,9 +26,9 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gapfuzz.core.bugs import Verdict
-
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.workers.backends.eager import prepare_eager, prepare_eager_fp64
-from gapfuzz.workers.judge.compare import Tolerances, attribute, compare
+from gapfuzz.workers.judge.compare import attribute, compare
 from gapfuzz.workers.judge.interpret import Evaluator
 from gapfuzz.workers.run.training import GRAD, train_step
 

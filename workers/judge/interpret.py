@@ -10,20 +10,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-WIDEN = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
-         torch.complex64: torch.complex128, torch.complex32: torch.complex128}
-
-
-def widen_args(a):
-    """Graph arguments with every floating dtype replaced by its 64-bit one (explicit casts too)."""
-    if isinstance(a, torch.dtype):
-        return WIDEN.get(a, a)
-    if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size):
-        return type(a)(widen_args(x) for x in a)
-    if isinstance(a, dict):
-        return {k: widen_args(v) for k, v in a.items()}
-    return a
-
+from gapfuzz.workers.backends.eager import WIDEN, widen_args
 
 NOT_REUSED = object()  # what ``reuse`` returns for a node it has no value for
 

@@ -15,11 +15,11 @@ import torch
 
 from gapfuzz.core.bugs import DIVERGENT, Stage, Status, Symptom, Verdict
 from gapfuzz.core.failures import status_of_error
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.results.schema import RunRecord
-
-from gapfuzz.workers.judge.compare import Attribution, Tolerances, attribute, compare
-from gapfuzz.workers.run.messages import JudgeSettings, RunRequest
+from gapfuzz.workers.judge.compare import Attribution, attribute, compare
 from gapfuzz.workers.judge.task import canonicalize, task_agreement
+from gapfuzz.workers.run.messages import JudgeSettings, RunRequest
 from gapfuzz.workers.run.training import forward_count
 
 

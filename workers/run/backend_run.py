@@ -16,10 +16,9 @@ from typing import Callable
 from gapfuzz.core.bugs import Stage
 from gapfuzz.core.failures import Failure
 from gapfuzz.core.modes import mode_of
-
-from gapfuzz.workers.run.backend import stage_of
 from gapfuzz.workers.backends.inductor import symbolic_sizes
 from gapfuzz.workers.judge.culprit import inductor_counters
+from gapfuzz.workers.run.backend import stage_of
 from gapfuzz.workers.run.messages import Execution
 from gapfuzz.workers.run.outcome import new_outcome
 from gapfuzz.workers.run.platform import Precision

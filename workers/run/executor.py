@@ -16,7 +16,7 @@ import sys
 from multiprocessing.connection import Connection
 
 from gapfuzz.core.failures import describe
-
+from gapfuzz.workers.judge.culprit import bisect
 from gapfuzz.workers.run import pipe
 from gapfuzz.workers.run.backend_run import BackendRun, _prepared, to_host
 from gapfuzz.workers.run.messages import Execution, PayloadReply
@@ -24,7 +24,6 @@ from gapfuzz.workers.run.platform import Precision
 from gapfuzz.workers.run.probes import RESIZE, Probe, ProbeSettings, choose, probed
 from gapfuzz.workers.run.resize import resize_probes
 from gapfuzz.workers.run.sandbox import RAISED, REPLY, rss_bytes
-from gapfuzz.workers.judge.culprit import bisect
 from gapfuzz.workers.run.training import autograd_for
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
@@ -141,7 +140,6 @@ class Executor:
         import torch
 
         from gapfuzz.core.ir import Variant, clone_exact, tensor_from_wire
-
         from gapfuzz.workers.judge.compare import compare
 
         reference = [tensor_from_wire(x) if isinstance(x, dict) else x for x in reference]
@@ -177,7 +175,6 @@ class Executor:
         """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification;
         for a training run whose gradients ``wrong_grads`` alone diverge, the node whose backward does."""
         from gapfuzz.core.ir import Variant
-
         from gapfuzz.workers.judge.align import Aligner
         from gapfuzz.workers.judge.grad_align import GradAligner
 
@@ -203,7 +200,6 @@ class Executor:
     def numpy_answer(self, variant_id: str, probe: Probe) -> list | None:
         """numpy's outputs on the probe, for a one-operator graph numpy has (``workers.judge.consensus``)."""
         from gapfuzz.core.ir import Variant
-
         from gapfuzz.workers.judge.consensus import numpy_outputs
 
         self._settle()
@@ -213,7 +209,6 @@ class Executor:
     def raising_op(self, variant_id: str, probe: Probe) -> str | None:
         """The operator whose eager run raises on the probe (a check of its input), None when none does."""
         from gapfuzz.core.ir import Variant, target_name
-
         from gapfuzz.workers.judge.interpret import raising_node
 
         self._settle()
@@ -224,7 +219,6 @@ class Executor:
     def emulate(self, variant_id: str, probe: Probe, modes: tuple, device: str = "cpu") -> dict:
         """Eager's outputs on the probe under each explanation hypothesis of ``modes`` (``workers.judge.emulate``)."""
         from gapfuzz.core.ir import Variant
-
         from gapfuzz.workers.judge.emulate import emulate
 
         self._settle()

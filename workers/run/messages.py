@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gapfuzz.core.setting import MAX_PER_SEED, setting
 from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.core.setting import MAX_PER_SEED, setting
+from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.results.schema import RunRecord
-
-from gapfuzz.workers.judge.compare import Tolerances
 from gapfuzz.workers.run.probes import ProbeRun, ProbeSettings
 from gapfuzz.workers.run.registry import BackendSpec
 

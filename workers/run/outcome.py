@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gapfuzz.core.failures import Failure
 from gapfuzz.results.schema import RunRecord
-
 from gapfuzz.workers.run.probes import EXAMPLE, Probe
 
 EXAMPLE_RECIPE = Probe().recipe()

@@ -32,7 +32,6 @@ from gapfuzz.workers.run.messages import CallReply, PayloadReply, RunRequest
 from gapfuzz.workers.run.runner import run_variant
 from gapfuzz.workers.run.sandbox import Fault, RemoteError, Sandbox
 
-
 AUTO = "auto"  # pool size: as many workers as the cluster's resources place, growing as nodes join
 CUDA_WORKER_GB = 4.0  # GPU memory a warm CUDA sandbox is taken to need: its context, allocator cache, a compile
 WATCH_GROUP = "watch"  # the actor's concurrency group of ``doing``: answered while a run holds the default one

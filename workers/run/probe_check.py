@@ -8,8 +8,22 @@ from __future__ import annotations
 import json
 import re
 
-from gapfuzz.workers.run.probes import (EDGES, EXAMPLE, INTEGER_CORNERS, KINDS, LAYOUTS, MAGNITUDES, MASKS, ORDERS,
-                                        PATTERNS, QUOTIENTS, RELATIONS, RESIZE, SPECIALS, Probe)
+from gapfuzz.workers.run.probes import (
+    EDGES,
+    EXAMPLE,
+    INTEGER_CORNERS,
+    KINDS,
+    LAYOUTS,
+    MAGNITUDES,
+    MASKS,
+    ORDERS,
+    PATTERNS,
+    QUOTIENTS,
+    RELATIONS,
+    RESIZE,
+    SPECIALS,
+    Probe,
+)
 
 # each kind's parameters and the values each takes (None: a number or a list of positions, checked apart)
 PARAMS = {EXAMPLE: {}, "special": {"value": tuple(SPECIALS), "pattern": PATTERNS},

@@ -14,7 +14,6 @@ from gapfuzz.core.covering import DRAW, PAIRS, option_set
 from gapfuzz.core.ids import BackendName, IdError
 from gapfuzz.core.modes import DEFAULT_MODE, mode_of
 from gapfuzz.core.registry import PluginError, Registry, import_module
-
 from gapfuzz.workers.run.backend import DEVICES, Backend, adapt
 from gapfuzz.workers.run.releases import Release
 

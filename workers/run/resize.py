@@ -16,7 +16,6 @@ import torch
 import torch.fx as fx
 
 from gapfuzz.core.seeding import stable_int
-
 from gapfuzz.workers.run.probes import (
     _ROUNDS,
     EDGES,

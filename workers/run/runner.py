@@ -18,23 +18,22 @@ import time
 
 from gapfuzz.core.bugs import FAILED, Stage, Status, Verdict
 from gapfuzz.core.failures import Failure
-from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
 from gapfuzz.core.ids import BackendName
+from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
 from gapfuzz.results.schema import RunRecord
-
 from gapfuzz.workers.judge.chain import PROBE_CHAIN, VARIANT_CHAIN, WITNESSES, Judging
 from gapfuzz.workers.judge.comparisons import Judges
 from gapfuzz.workers.judge.consensus import bit_exact, dtype_bound
-from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
 from gapfuzz.workers.judge.verdict import RefusedProbe
 from gapfuzz.workers.run.budget import ALIGNING, BISECTING, EXPLAINING, RUNNING, PairClock
+from gapfuzz.workers.run.executor import Executor
 from gapfuzz.workers.run.messages import Execution, JudgeSettings, RunRequest
 from gapfuzz.workers.run.outcome import new_outcome
 from gapfuzz.workers.run.platform import TF32
 from gapfuzz.workers.run.probes import EXAMPLE, RESIZE, Probe, ProbeRun
-from gapfuzz.workers.run.resize import takes_resizes
 from gapfuzz.workers.run.registry import BackendSpec
+from gapfuzz.workers.run.resize import takes_resizes
 from gapfuzz.workers.run.sandbox import Fault, RemoteError, Sandbox
 
 

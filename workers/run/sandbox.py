@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from gapfuzz.core.bugs import Status
-
 from gapfuzz.workers.run import pipe
 
 REPLY, RAISED = "reply", "raised"  # the tags of the executor's answers

@@ -6,12 +6,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gapfuzz.core.codegen import comment, docstring
 from gapfuzz.core.bugs import FAILED, Status, Symptom
+from gapfuzz.core.codegen import comment, docstring
 from gapfuzz.core.ir import Variant
-from gapfuzz.workers.run.registry import BackendSpec
-
 from gapfuzz.fuzzer.repro.reproducers.literals import SPECIAL_HELPER, generated, inlinable, torch_literal
+from gapfuzz.workers.run.registry import BackendSpec
 
 INDEX_OPS = {"argmax", "argmin", "sort", "topk", "kthvalue", "mode", "max", "min", "median", "nanmedian", "cummax",
              "cummin", "nonzero", "unique", "sort_stable"}

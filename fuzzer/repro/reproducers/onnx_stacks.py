@@ -7,15 +7,25 @@ import warnings
 
 import torch
 
+from gapfuzz.fuzzer.repro.reproducers.literals import inlinable, needs_nan_names, numpy_literal
+from gapfuzz.fuzzer.repro.reproducers.onnx_code import helper_source
+from gapfuzz.fuzzer.repro.reproducers.torch_code import function_source
 from gapfuzz.workers.backends.host_arrays import placeholder_names, to_numpy
 from gapfuzz.workers.backends.onnxruntime import _LEVELS, feed_order
 from gapfuzz.workers.backends.openvino import compile_config
 
-from gapfuzz.fuzzer.repro.reproducers.literals import inlinable, needs_nan_names, numpy_literal
-from gapfuzz.fuzzer.repro.reproducers.onnx_code import helper_source
-from gapfuzz.fuzzer.repro.reproducers.torch_code import function_source
-from .case import (Case, Script, _args_block, _compare_lines, _doc, _expected, _is_failure, _raises, compares,
-                   dropped_check)
+from .case import (
+    Case,
+    Script,
+    _args_block,
+    _compare_lines,
+    _doc,
+    _expected,
+    _is_failure,
+    _raises,
+    compares,
+    dropped_check,
+)
 
 
 def _onnx_model(case: Case, options: dict):

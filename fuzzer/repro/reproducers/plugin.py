@@ -4,7 +4,6 @@ against eager's for the cluster's symptom. The generic reproducer stands where t
 from __future__ import annotations
 
 from gapfuzz.core.modes import mode_of
-
 from gapfuzz.fuzzer.repro.reproducers.case import Case, Script
 from gapfuzz.fuzzer.repro.reproducers.onnx_stacks import from_torch
 

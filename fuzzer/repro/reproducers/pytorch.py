@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 
 from gapfuzz.core.modes import mode_of
-
-from .case import Case, Script, _args_block, _doc, _is_failure, _raises, compares, dropped_check, index_only
 from gapfuzz.fuzzer.repro.reproducers.literals import needs_nan_names
 from gapfuzz.fuzzer.repro.reproducers.torch_code import function_source
+
+from .case import Case, Script, _args_block, _doc, _is_failure, _raises, compares, dropped_check, index_only
 
 
 def _compile_call(case: Case) -> str:

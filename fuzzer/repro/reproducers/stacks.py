@@ -18,7 +18,6 @@ import logging
 
 import torch
 
-
 from gapfuzz.fuzzer.repro.reproducers.case import Case, Script, _is_failure
 from gapfuzz.fuzzer.repro.reproducers.onnx_stacks import onnxruntime, openvino
 from gapfuzz.fuzzer.repro.reproducers.plugin import plugin
