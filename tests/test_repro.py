@@ -138,6 +138,12 @@ def test_an_input_shrinks_to_the_special_value_the_bug_needs_and_plain_values_be
     assert t.shape == (1, 1, 1, 1) and t.isnan().all(), t
     wide = torch.ones(4, 64)
     assert torch_literal(wide) == "torch.full((4, 64), 1, dtype=torch.float32)"  # one value, one short line
+    from gapfuzz.fuzzer.repro.reproducers.literals import numpy_literal
+
+    assert numpy_literal(wide.numpy() * 0.5) == "np.full((4, 64), 0.5, dtype=np.float32)"
+    long = torch.randn(3, 40, generator=torch.Generator().manual_seed(1))
+    text = torch_literal(long)
+    assert max(map(len, text.splitlines())) <= 100 and torch.equal(eval(text, {"torch": torch}), long)  # noqa: S307
 
 
 def test_the_reducer_keeps_a_divergence_only_while_its_bug_key_holds():

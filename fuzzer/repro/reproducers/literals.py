@@ -143,6 +143,10 @@ def numpy_literal(a: np.ndarray) -> str:
 def _numpy_literal(a: np.ndarray) -> str:
     a = np.ascontiguousarray(a)
     t = torch.from_numpy(a.copy())
+    if a.ndim and a.size > 1 and _constant(t):  # one value, not a page of it
+        one, as_bits = values_of(t.reshape(-1)[:1])
+        if not as_bits:
+            return f"np.full({a.shape}, {one[1:-1]}, dtype=np.{a.dtype.name})"
     values, as_bits = values_of(t)
     if as_bits:
         return f"np.array({values}, dtype=np.{NP_BITS[a.dtype.name]}).view(np.{a.dtype.name})"
