@@ -11,12 +11,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from gapfuzz.core.bugs import bug_key
 from gapfuzz.fuzzer.repro.replayed import ReproError, replayed, representative
-from gapfuzz.workers.run.messages import RunRequest
-from gapfuzz.workers.run.runner import run_variant
+from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
 from gapfuzz.workers.run.sandbox import Sandbox
-from gapfuzz.workers.run.training import output_names
 
 # what attribution writes, in the order a person reads it: what the run is, what explains it, where, and why
 SHOWN = ("status", "verdict", "symptom", "error_type", "explanation", "explain_ratio", "first_div_op",
@@ -42,21 +39,17 @@ def attribute_cluster(run_dir, cluster_id: str, allow_plugins: bool = False,
     t0 = time.perf_counter()
     record, row, _ = representative(run_dir, cluster_id)
     r = replayed(run_dir, record, allow_plugins, allow_exec_options)
-    c = r.campaign
-    settings = dataclasses.replace(r.settings, align=True, explain=True, bisect=True)
-    specs = [s for s in (r.reference, c.oracle, r.target) if s is not None]
-    request = RunRequest(record["variant_id"], record["seed_id"], r.variant.to_payload(), specs, settings,
-                         record.get("output_kind") or "tensor", list(output_names(r.variant)), r.variant.mode)
-    sandbox = Sandbox(python=r.python)
+    same_bug = SameBug(r.target, r.reference, r.campaign.oracle, r.key, r.settings, record["seed_id"],
+                       record.get("output_kind") or "tensor", fresh=False, sandbox=Sandbox(python=r.python),
+                       probe=record.get("probe"))
     try:
-        outcomes = run_variant(sandbox, request)[0]
+        target = same_bug.target_run(r.variant, dataclasses.replace(r.settings, align=True, explain=True,
+                                                                     bisect=True))
     finally:
-        sandbox.close()
-    target = next((o for o in outcomes if o.backend == r.target.name), None)
+        same_bug.close()
     if target is None:
         raise ReproError(f"{record['variant_id']}: {r.target.name} did not run")
-    fields = {**target.key_fields(), **({"probe": record["probe"]} if record.get("probe") else {})}
-    now_key = bug_key(fields)
+    now_key = same_bug.key_of(target)
     return Attribution(row["cluster"], r.target.name, record["variant_id"],
                        {k: record.get(k) for k in SHOWN}, {k: getattr(target, k, None) for k in SHOWN},
                        now_key.id if now_key else "", time.perf_counter() - t0)

@@ -207,13 +207,17 @@ def _narrowed(v: Variant, i: int, d: int, length: int, start: int = 0) -> Varian
     return v.with_graph(v.gm, inputs)
 
 
+def _specials(t: torch.Tensor) -> torch.Tensor:
+    """Where a floating tensor holds a NaN, an infinity or -0.0: what a symptom of special values needs kept."""
+    return ~torch.isfinite(t) | ((t == 0) & torch.signbit(t))
+
+
 def _special_at(t: torch.Tensor, d: int) -> int | None:
     """Where along dimension ``d`` the first special value (NaN, an infinity, -0.0) of ``t`` is, if any: a
     symptom of special values needs one kept when the input is cut."""
     if not t.is_floating_point() or t.numel() == 0:
         return None
-    special = ~torch.isfinite(t) | ((t == 0) & torch.signbit(t))
-    found = special.nonzero()
+    found = _specials(t).nonzero()
     return int(found[0, d]) if len(found) else None
 
 
@@ -240,7 +244,7 @@ def simplify_inputs(sh: Shrinker) -> None:
     for i, t in enumerate(sh.current.inputs):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             continue
-        keep = ~torch.isfinite(t) | ((t == 0) & torch.signbit(t))
+        keep = _specials(t)
         for fill in (0.0, 1.0):
             simple = laid_out_like(torch.where(keep, t, torch.full_like(t, fill)), t)
             inputs = tuple(simple if k == i else x for k, x in enumerate(sh.current.inputs))

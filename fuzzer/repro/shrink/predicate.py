@@ -46,14 +46,21 @@ class SameBug:
         self.bisected += any(getattr(target, c, None) is not None for c in ("bisect_s", "bisect_error", "culprit"))
         missing_check = self.key.kind == Kind.DISCREPANCY and self.key["symptom"].startswith(Symptom.MISSING_ERROR)
         reference_ran = outcomes[0].status == Status.OK or missing_check  # eager's check is the bug's half
-        fields = {**target.key_fields(), **({"probe": self.probe} if self.probe else {})}
-        return reference_ran and self.key.shown_by(bug_key(fields), v.ops)
+        return reference_ran and self.key.shown_by(self.key_of(target), v.ops)
+
+    def key_of(self, target):
+        """The bug key of the target's run, keyed as the probe the bug showed on."""
+        return bug_key({**target.key_fields(), **({"probe": self.probe} if self.probe else {})})
+
+    def target_run(self, v: Variant, settings: JudgeSettings):
+        """The target's record of one run of ``v`` under ``settings`` (``gapfuzz explain``: with every
+        attribution on); None when the executor could not run it."""
+        return next((o for o in self._run(v, settings) or () if o.backend == self.target_name), None)
 
     def explanation(self, v: Variant) -> str | None:
         """What triage's hypotheses (a lower precision, another option set) say of ``v``'s divergence, run
         once on the final graph: a candidate that an explanation covers shows a behaviour, not this bug."""
-        outcomes = self._run(v, dataclasses.replace(self.settings, explain=True))
-        target = next((o for o in outcomes or () if o.backend == self.target_name), None)
+        target = self.target_run(v, dataclasses.replace(self.settings, explain=True))
         return getattr(target, "explanation", None) or None
 
     def _run(self, v: Variant, settings: JudgeSettings):
