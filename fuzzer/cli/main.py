@@ -46,15 +46,9 @@ def _records(run_dir: str, columns: list[str] | None = None):
 
 
 def cmd_run(args) -> int:
-    from gapfuzz.analysis.triage import render_summary, render_unmutated
-    from gapfuzz.core.bugs import Status, Verdict
-    from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
     from gapfuzz.fuzzer.config.backends import exec_options_allowed
     from gapfuzz.fuzzer.config.campaign import load_campaign
     from gapfuzz.fuzzer.config.plan import select_seeds, sized_seeds
-    from gapfuzz.fuzzer.driver import Driver
-    from gapfuzz.results.folder import Folder, FolderError, run_folder_around
-    from gapfuzz.workers.run.jobs import Stranded
 
     settings = _settings(args)
     with exec_options_allowed(args.allow_exec_options):  # options naming a program: only when the user says so
@@ -63,6 +57,29 @@ def cmd_run(args) -> int:
     seed_ids = sized_seeds(campaign, select_seeds(campaign), None if args.quiet else _planning_ticker())
     if args.check:
         return _check(campaign, seed_ids)
+    driver, run_dir, again = _launch(args, campaign, settings)
+    try:
+        driver.run(seed_ids, sized=True)
+    except BaseException as e:  # noqa: BLE001 - _stopped re-raises what it does not turn into a status
+        return _stopped(e, run_dir, again)
+    if driver.out_of_time and driver.progress.done == 0 and not args.resume:  # no record to sum up
+        print(f"time budget of {driver.budget_s:g} s spent before a pair ended; continue with: {again}")
+        return 0
+    _sum_up(str(run_dir))
+    if driver.out_of_time:
+        p = driver.progress
+        print(f"time budget of {driver.budget_s:g} s spent: {p.done} of {p.total} pairs run; continue with: "
+              f"{again}")
+    return _fail_on(args.fail_on, str(run_dir))
+
+
+def _launch(args, campaign, settings):
+    """The driver, its run folder (made, with campaign.yaml and run.json) and the command that resumes it;
+    a folder, cache or cluster that will not do is said here, before anything is written."""
+    from gapfuzz.fuzzer.cli.launch import LaunchError, check_address, check_cache, check_run_dir, resume_command
+    from gapfuzz.fuzzer.driver import Driver
+    from gapfuzz.results.folder import Folder, FolderError, run_folder_around
+
     try:
         run_dir = Folder(args.out or f"{campaign.output}/{campaign.name}")  # a path, or a URI (s3://...)
     except FolderError as e:
@@ -92,27 +109,34 @@ def cmd_run(args) -> int:
     except (LaunchError, OSError, FolderError) as e:
         raise UserError(str(e) if isinstance(e, LaunchError) else f"{run_dir}: cannot write: {e.strerror or e}") \
             from None
-    try:
-        driver.run(seed_ids, sized=True)
-    except (ConnectionError, Stranded) as e:  # Ray did not start, or a pool lost its nodes: nothing is lost
+    return driver, run_dir, again
+
+
+def _stopped(e: BaseException, run_dir, again: str) -> int:
+    """A campaign that stopped early: Ray lost, a pool stranded, the disk, Ctrl-C or SIGTERM. What was recorded
+    stays, and the message says how to go on; anything else is raised again."""
+    from gapfuzz.workers.run.jobs import Stranded
+
+    if isinstance(e, (ConnectionError, Stranded)):  # Ray did not start, or a pool lost its nodes
         where = "Ray: " if isinstance(e, ConnectionError) else ""
-        raise InfrastructureError(f"{where}{' '.join(str(e).split())[:200]}; continue with: "
-                                  f"{again}") from None
-    except OSError as e:  # the run folder's disk: what was written before stays
+        raise InfrastructureError(f"{where}{' '.join(str(e).split())[:200]}; continue with: {again}") from None
+    if isinstance(e, OSError):  # the run folder's disk: what was written before stays
         raise UserError(f"{run_dir}: cannot write: {e.strerror or e}; the records written so far are kept "
                         f"(continue with: {again})") from None
-    except BaseException as e:  # Ctrl-C or SIGTERM: what was recorded stays, and says how to go on
-        status = stop_status(e)
-        if status is None:
-            raise
-        print(f"\n{'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}: records so far are kept in "
-              f"{run_dir}; continue with: {again}", file=sys.stderr)
-        return status
-    if driver.out_of_time and driver.progress.done == 0 and not args.resume:  # no record to sum up
-        print(f"time budget of {driver.budget_s:g} s spent before a pair ended; continue with: "
-              f"{again}")
-        return 0
-    df = _records(str(run_dir), SUMMARY_COLUMNS)
+    status = stop_status(e)
+    if status is None:
+        raise e
+    print(f"\n{'interrupted' if status == EXIT_INTERRUPTED else 'terminated'}: records so far are kept in "
+          f"{run_dir}; continue with: {again}", file=sys.stderr)
+    return status
+
+
+def _sum_up(run_dir: str) -> None:
+    """The finished campaign's summary: clusters, unmutated seeds, counts by status, where the results are."""
+    from gapfuzz.analysis.triage import render_summary, render_unmutated
+    from gapfuzz.core.bugs import Status, Verdict
+
+    df = _records(run_dir, SUMMARY_COLUMNS)
     print(render_summary(df))
     unmutated = render_unmutated(df)
     if unmutated:
@@ -124,11 +148,6 @@ def cmd_run(args) -> int:
           f"{int(counts.get(Status.CRASH, 0))} crashes, {int(counts.get(Status.ERROR, 0))} errors, "
           f"{int(counts.get(Status.TIMEOUT, 0))} timeouts")
     print(f"results: {run_dir}   (triage: gapfuzz triage {run_dir})")
-    if driver.out_of_time:
-        p = driver.progress
-        print(f"time budget of {driver.budget_s:g} s spent: {p.done} of {p.total} pairs run; continue with: "
-              f"{again}")
-    return _fail_on(args.fail_on, str(run_dir))
 
 
 def _fail_on(what: str, run_dir: str) -> int:
