@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 
 import torch
 
@@ -38,6 +39,87 @@ def timed_runs(fn, inputs, repeats: int = 3) -> float:
     return time.perf_counter() - t0
 
 
+@dataclass
+class Tally:
+    """What the seeds' variants gave: counts, failures, recipes and the times of each side."""
+
+    tried: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)
+    ran: int = 0
+    total: int = 0
+    failures: list = field(default_factory=list)
+    recipes: list = field(default_factory=list)
+    gen_s: list = field(default_factory=list)
+    eager_s: list = field(default_factory=list)
+    inductor_s: list = field(default_factory=list)
+    inductor_gen: list = field(default_factory=list)
+    meta: list = field(default_factory=list)  # (variant id, mutators, metamorphic_ok, metamorphic_err)
+
+    def add_seed(self, res, inductor_per_seed: int) -> None:
+        self.tried.update(res.tried)
+        self.rejected.update(res.rejected)
+        for k, v in enumerate(res.variants):
+            self.total += 1
+            self.recipes.append((v.recipe, v.graph_hash))
+            self.gen_s.append(v.gen_s)
+            if v.metamorphic_ok is not None:
+                self.meta.append((v.variant_id, v.recipe.mutator_names, v.metamorphic_ok, v.metamorphic_err))
+            var = Variant.from_payload(res.payloads[v.variant_id])
+            if self.time_eager(v, var) and k < inductor_per_seed:
+                self.time_inductor(v, var)
+
+    def time_eager(self, v, var) -> bool:
+        try:
+            cost = timed_runs(var.gm, var.inputs)
+            cost += timed_runs(EagerFp64().prepare(var.gm, var.inputs, "cpu"), var.inputs)
+        except Exception as e:  # noqa: BLE001 - counted and shown
+            self.failures.append((v.variant_id, v.recipe.to_json(), f"{type(e).__name__}: {str(e)[:120]}"))
+            return False
+        self.eager_s.append(cost)
+        self.ran += 1
+        return True
+
+    def time_inductor(self, v, var) -> None:
+        try:
+            t0 = time.perf_counter()
+            fn = Inductor().prepare(var.gm, var.inputs, "cpu")
+            with torch.no_grad():
+                fn(*var.inputs)
+            self.inductor_s.append(time.perf_counter() - t0 + timed_runs(fn, var.inputs))
+            self.inductor_gen.append(v.gen_s)
+        except Exception:  # noqa: BLE001 - an Inductor failure is a finding, not a benchmark bug
+            pass
+        torch._dynamo.reset()
+
+    def report(self, seeds_done: int, replays: int) -> None:
+        print(f"\nseeds {seeds_done}, variants {self.total}, ran on the reference after a payload round trip: "
+              f"{self.ran}/{self.total} = {self.ran / max(1, self.total):.1%}")
+        for vid, recipe, err in self.failures[:10]:
+            print(f"  did not run: {vid} {recipe} {err}")
+        print("\nrejections per mutator (rejected / tried):")
+        for m in sorted(self.tried, key=lambda m: -self.rejected[m] / self.tried[m]):
+            print(f"  {m:24s} {self.rejected[m]:5d} / {self.tried[m]:5d} = {self.rejected[m] / self.tried[m]:6.1%}")
+        sample = random.Random(1).sample(self.recipes, min(replays, len(self.recipes)))
+        same = sum(replay(r).graph_hash == h for r, h in sample)
+        print(f"\nreplayed {len(sample)} recipes: {same} gave the same graph hash")
+        ok = sum(1 for m in self.meta if m[2])
+        print(f"semantics-preserving variants agreeing with their seed on the reference: "
+              f"{ok}/{len(self.meta)} = {ok / max(1, len(self.meta)):.1%}")
+        for vid, muts, _, err in [m for m in self.meta if not m[2]][:10]:
+            print(f"  disagrees: {vid} {muts} tol_ratio {err:.3g}")
+        self.report_times()
+
+    def report_times(self) -> None:
+        med = statistics.median
+        print(f"\ngeneration per variant: median {med(self.gen_s):.3f} s, mean {statistics.mean(self.gen_s):.3f} s")
+        print(f"eager reference + fp64 oracle runs per variant: median {med(self.eager_s):.3f} s; "
+              f"generation / backends = {sum(self.gen_s) / sum(self.eager_s):.1%}")
+        if self.inductor_s:
+            ratio = sum(self.inductor_gen) / (sum(self.inductor_s) + sum(self.eager_s[:len(self.inductor_s)]))
+            print(f"with Inductor (compile + runs, {len(self.inductor_s)} variants): median "
+                  f"{med(self.inductor_s):.2f} s; generation / backends = {ratio:.1%}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=30)
@@ -52,78 +134,20 @@ def main() -> int:
     torch.set_num_threads(1)
     rng = random.Random(a.seed)
     pool = [i for s in a.sources.split(",") for i in list_seeds(source=s)]
-    mutators = list_mutators()
-    settings = VariantSettings(a.variants, include_seed=False, mutations=a.mutations, mutators=mutators,
+    settings = VariantSettings(a.variants, include_seed=False, mutations=a.mutations, mutators=list_mutators(),
                                exclude_mutators=[], guidance="uniform", max_tries=8)
-    tried, rejected = Counter(), Counter()
-    ran = total = 0
-    failures, recipes, gen_s, eager_s, inductor_s, inductor_gen = [], [], [], [], [], []
-    meta_ok = meta_total = 0
-    meta_bad = []
-    seeds_done = 0
+    tally, seeds_done = Tally(), 0
     for sid in rng.sample(pool, len(pool)):
         if seeds_done >= a.seeds:
             break
         res = build_seed_variants(BuildRequest(sid, list(range(a.variants)), settings, a.seed, a.max_params))
         if not res.ok:
-            print(f"skip {sid}: {res.stage} {res.error_type}", file=sys.stderr)
+            print(f"skip {sid}: {res.failure.stage} {res.failure.error_type}", file=sys.stderr)
             continue
         seeds_done += 1
-        tried.update(res.tried)
-        rejected.update(res.rejected)
-        for k, v in enumerate(res.variants):
-            total += 1
-            recipes.append((v.recipe, v.graph_hash))
-            gen_s.append(v.gen_s)
-            if v.metamorphic_ok is not None:
-                meta_total += 1
-                meta_ok += v.metamorphic_ok
-                if not v.metamorphic_ok:
-                    meta_bad.append((v.variant_id, v.recipe.mutator_names, v.metamorphic_err))
-            var = Variant.from_payload(res.payloads[v.variant_id])
-            try:
-                cost = timed_runs(var.gm, var.inputs)
-                cost += timed_runs(EagerFp64().prepare(var.gm, var.inputs, "cpu"), var.inputs)
-                eager_s.append(cost)
-                ran += 1
-            except Exception as e:  # noqa: BLE001 - counted and shown
-                failures.append((v.variant_id, v.recipe.to_json(), f"{type(e).__name__}: {str(e)[:120]}"))
-                continue
-            if k < a.inductor_per_seed:
-                try:
-                    t0 = time.perf_counter()
-                    fn = Inductor().prepare(var.gm, var.inputs, "cpu")
-                    with torch.no_grad():
-                        fn(*var.inputs)
-                    inductor_s.append(time.perf_counter() - t0 + timed_runs(fn, var.inputs))
-                    inductor_gen.append(v.gen_s)
-                except Exception:  # noqa: BLE001 - an Inductor failure is a finding, not a benchmark bug
-                    pass
-                torch._dynamo.reset()
+        tally.add_seed(res, a.inductor_per_seed)
         print(f"[{seeds_done}/{a.seeds}] {sid}: {len(res.variants)} variants", file=sys.stderr)
-
-    print(f"\nseeds {seeds_done}, variants {total}, ran on the reference after a payload round trip: "
-          f"{ran}/{total} = {ran / max(1, total):.1%}")
-    for vid, recipe, err in failures[:10]:
-        print(f"  did not run: {vid} {recipe} {err}")
-    print("\nrejections per mutator (rejected / tried):")
-    for m in sorted(tried, key=lambda m: -rejected[m] / tried[m]):
-        print(f"  {m:24s} {rejected[m]:5d} / {tried[m]:5d} = {rejected[m] / tried[m]:6.1%}")
-    sample = random.Random(1).sample(recipes, min(a.replays, len(recipes)))
-    same = sum(replay(r).graph_hash == h for r, h in sample)
-    print(f"\nreplayed {len(sample)} recipes: {same} gave the same graph hash")
-    print(f"semantics-preserving variants agreeing with their seed on the reference: "
-          f"{meta_ok}/{meta_total} = {meta_ok / max(1, meta_total):.1%}")
-    for vid, muts, err in meta_bad[:10]:
-        print(f"  disagrees: {vid} {muts} tol_ratio {err:.3g}")
-    med = statistics.median
-    print(f"\ngeneration per variant: median {med(gen_s):.3f} s, mean {statistics.mean(gen_s):.3f} s")
-    print(f"eager reference + fp64 oracle runs per variant: median {med(eager_s):.3f} s; "
-          f"generation / backends = {sum(gen_s) / sum(eager_s):.1%}")
-    if inductor_s:
-        ratio = sum(inductor_gen) / (sum(inductor_s) + sum(eager_s[:len(inductor_s)]))
-        print(f"with Inductor (compile + runs, {len(inductor_s)} variants): median {med(inductor_s):.2f} s; "
-              f"generation / backends = {ratio:.1%}")
+    tally.report(seeds_done, a.replays)
     return 0
 
 
