@@ -134,6 +134,29 @@ def device_unavailable_reason(device: str) -> str | None:
     return f"unknown device kind {device!r}"
 
 
+def install_hint(module: str, device: str = "cpu") -> str:
+    """How to install a stack's missing Python package: the extra of gapfuzz that holds it (``pip install
+    'gapfuzz[onnxruntime]'``; on cuda, ``[cuda]`` where it holds the package's GPU build), read from gapfuzz's
+    own metadata (pyproject.toml's extras, defined once there); ``pip install <distribution>`` for one no extra
+    holds (a plug-in's, TensorRT's)."""
+    import importlib.metadata as metadata
+    import re
+
+    wanted = module.replace("_", "-").lower()
+    try:
+        requires = metadata.requires("gapfuzz") or []
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        requires = []
+    extras: dict[str, str] = {}  # extra -> the distribution of the package it lists
+    for line in requires:
+        found = re.match(r"\s*([A-Za-z0-9._-]+).*;.*extra\s*==\s*[\"']([\w-]+)[\"']", line)
+        name = found[1].replace("_", "-").lower() if found else ""
+        if found and found[2] != "all" and (name == wanted or name.startswith(wanted + "-")):
+            extras.setdefault(found[2], name)
+    ranked = sorted(extras, key=lambda e: (e != device, e in DEVICES, e != wanted, e))  # [cuda] for cuda alone
+    return f"pip install 'gapfuzz[{ranked[0]}]'" if ranked else f"pip install {wanted}"
+
+
 class Backend:
     """Base class of every backend, with the optional parts of the contract filled in."""
 
@@ -175,8 +198,12 @@ class Backend:
             return f"{cls.name} does not run on {device}"
         for package in filter(None, (cls.module, *cls.packages)):
             if importlib.util.find_spec(package) is None:
-                return f"python package {package!r} is not installed (pip install {package})"
-        return cls.device_unavailable_reason(device)
+                what = "not installed" if package == cls.module else f"python package {package!r} is not installed"
+                return f"{what} ({install_hint(package, device)})"
+        try:
+            return cls.device_unavailable_reason(device)
+        except ImportError as e:  # installed, but its import fails (a missing shared library, a broken build)
+            return f"{cls.module or cls.name} cannot be imported: {' '.join(str(e).split())[:200]}"
 
     @classmethod
     def device_unavailable_reason(cls, device: str) -> str | None:
