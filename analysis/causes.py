@@ -21,7 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from gapfuzz.core.bugs import EXAMPLE_PROBE, Explanation, Verdict
+from gapfuzz.core.bugs import EXAMPLE_PROBE, GRADIENT_SYMPTOMS, Explanation, Symptom, Verdict, kernel_op
 
 from .option_cover import options_of
 
@@ -29,6 +29,8 @@ CASE = ["seed_id", "backend", "symptom", "output_dtype", "explanation"]  # a led
 NEEDED = ["variant_id", "seed_id", "backend", "stack", "device", "probe", "verdict", "symptom", "output_dtype",
           "first_div_op", "node_symptom", "align_error", "explanation", "backend_options", "culprit", "culprit_layer",
           "bisect_error", "consensus"]
+GRADIENTS = [str(s) for s in GRADIENT_SYMPTOMS]
+FORWARD_ANY_PROBE = (Symptom.NUMERIC, Symptom.VALUE)  # forward defects that show on any input reaching them
 PRECISION_OPTION = re.compile(r"precision|dtype|b?f(?:loat)?16|fp16|f(?:loat)?32|fp32|half|tf32", re.I)
 
 
@@ -75,6 +77,40 @@ def inherit_culprits(df: pd.DataFrame) -> None:
     found = rows.merge(best[[*keys, "culprit", "layer"]], on=keys, how="inner")
     df.iloc[found["_row"].to_numpy(), df.columns.get_loc("culprit")] = found["culprit"].to_numpy()
     df.iloc[found["_row"].to_numpy(), df.columns.get_loc("culprit_layer")] = found["layer"].to_numpy()
+
+
+def culprits_at_nodes(df: pd.DataFrame) -> pd.Series:
+    """A located finding whose bisection did not conclude (over its budget, failed, or left to a run still
+    being bisected: an error and neither culprit nor layer) takes the culprit that its stack's concluded
+    runs at the same node (the op's kernel, forward or backward: ``core.folds``) name, where they name
+    that pass alone: one located node's defect is one cluster. Where they name two passes, or the
+    kernel itself (bisected, no pass), it keeps none. True where a run took one (``df`` is changed)."""
+    out = pd.Series(False, index=df.index)
+    finding = (df["verdict"].astype("string").eq(str(Verdict.TARGET_DIVERGENT)).fillna(False)
+               & df["explanation"].isna() & df["first_div_op"].notna()).to_numpy()
+    concluded = (df["culprit"].notna() | df["culprit_layer"].notna()).to_numpy()
+    open_ = finding & ~concluded & df["bisect_error"].notna().to_numpy()
+    if not open_.any() or not (finding & concluded).any():
+        return out
+    shown = df["node_symptom"].astype(object).where(df["node_symptom"].notna(), df["symptom"].astype(object))
+    node = pd.DataFrame({"stack": _text(df["stack"]), "device": _text(df["device"]),
+                         "op": df["first_div_op"].astype(object).map(kernel_op, na_action="ignore"),
+                         "side": shown.isin(GRADIENTS).to_numpy(), "row": np.arange(len(df))})
+    place = ["stack", "device", "op", "side"]
+    said = node[finding & concluded].assign(culprit=df["culprit"].to_numpy()[finding & concluded],
+                                            layer=df["culprit_layer"].to_numpy()[finding & concluded])
+    said["outcome"] = said["culprit"].where(said["culprit"].notna(), "layer:" + said["layer"].astype(str))
+    alone = said.groupby(place)["outcome"].nunique()
+    alone = alone[alone == 1].index
+    named = said[said["culprit"].notna()].set_index(place)
+    named = named[named.index.isin(alone)].reset_index().drop_duplicates(place)[[*place, "culprit", "layer"]]
+    found = node[open_].merge(named, on=place)
+    if len(found):
+        rows = found["row"].to_numpy()
+        df.iloc[rows, df.columns.get_loc("culprit")] = found["culprit"].to_numpy()
+        df.iloc[rows, df.columns.get_loc("culprit_layer")] = found["layer"].to_numpy()
+        out.iloc[rows] = True
+    return out
 
 
 def dtype_specific(df: pd.DataFrame) -> pd.Series:
@@ -188,8 +224,50 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     for c in ("culprit", "culprit_layer"):
         df[c] = df[c].astype(object)
     inherit_culprits(df)
+    df["culprit_inherited"] = culprits_at_nodes(df)
     explain_by_options(df)
     df["verdict"], df["consensus"] = df["verdict"].astype(object), df["consensus"].astype(object)
     extend_consensus(df)
     df["dtype_specific"] = dtype_specific(df)
     return df
+
+
+def join_forward(df: pd.DataFrame) -> None:
+    """A training run's gradient divergence, located at a node whose forward value its own check found
+    right, takes the node symptom of the stack's forward divergences at that op (its kernel,
+    ``core.bugs.kernel_op``) on the same seed: on the same probe first, else on any probe where the
+    forward is off in value (``FORWARD_ANY_PROBE``), which a probe hides from the forward alone
+    (a NaN that fills the node's output, values under the absolute tolerance) but not from its
+    gradients. Keyed then as that forward defect (``core.bugs``): one cluster. ``df`` is changed."""
+    if "symptom" not in df.columns:
+        return
+    blamed = df["verdict"].astype("string").eq(str(Verdict.TARGET_DIVERGENT)).fillna(False)
+    blamed = (blamed & df["explanation"].isna() & df["first_div_op"].notna()).to_numpy()
+    at_node = df["node_symptom"].astype(object).where(df["node_symptom"].notna(), df["symptom"].astype(object))
+    gradient = at_node.isin(GRADIENTS).to_numpy()
+    wanting, forward = blamed & gradient, blamed & ~gradient & at_node.notna().to_numpy()
+    if not wanting.any() or not forward.any():
+        return
+    rows = np.flatnonzero(wanting | forward)  # only these: a million records are mostly neither
+    sub = df.iloc[rows]
+    stack = sub["stack"].astype(object).where(sub["stack"].notna() & (sub["stack"] != ""), sub["backend"])
+    where = pd.DataFrame({"seed": _text(sub["seed_id"]), "stack": stack.astype(str), "device": _text(sub["device"]),
+                          "op": sub["first_div_op"].astype(object).map(kernel_op),
+                          "probe": sub["probe"].astype(object).where(sub["probe"].notna(), EXAMPLE_PROBE),
+                          "ns": at_node.iloc[rows], "row": rows})
+    wanting, forward = wanting[rows], forward[rows]
+    place = ["seed", "stack", "device", "op"]
+    seen = where[forward]
+
+    def most(runs, on):  # the node symptom most of them show, per place
+        counts = runs.value_counts([*on, "ns"]).reset_index().sort_values(["count", "ns"], ascending=[False, True],
+                                                                          kind="stable")
+        return counts.drop_duplicates(on)[[*on, "ns"]]
+
+    same = most(seen, [*place, "probe"])
+    anywhere = most(seen[seen["ns"].isin([str(s) for s in FORWARD_ANY_PROBE])], place)
+    found = where[wanting].drop(columns="ns").merge(same, on=[*place, "probe"], how="left")
+    found = found.merge(anywhere.rename(columns={"ns": "ns_any"}), on=place, how="left")
+    ns = found["ns"].fillna(found["ns_any"])
+    joined = ns.notna().to_numpy()
+    df.iloc[found["row"].to_numpy()[joined], df.columns.get_loc("node_symptom")] = ns[joined].to_numpy()

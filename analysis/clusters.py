@@ -20,8 +20,6 @@ fixed, long-standing). Vectorised: a million records in seconds.
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -44,16 +42,14 @@ from gapfuzz.core.bugs import (
     Verdict,
     bug_keys,
     error_band,
-    kernel_op,
 )
 from gapfuzz.core.failures import UNUSABLE
 from gapfuzz.core.modes import DEFAULT_MODE, MODE_NAMES
-from gapfuzz.results.columns import texts
 
-from .causes import derive
+from .causes import derive, join_forward
 from .impact import impact
 from .merge import merge
-from .option_cover import options_of
+from .option_cover import shared_options
 from .releases import COLUMNS as RELEASE_COLUMNS
 from .releases import mark
 
@@ -76,13 +72,13 @@ COLUMNS = ["cluster", "kind", "severity", "level", "vendor", "explanation", "imp
            "seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
            "mutations", "unmutated", "inherited",
            "representative", "rep_backend", "rep_nodes", "status", "stage", "error_type", "failing_op", "template",
-           "verdict", "symptom", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message", "culprit",
-           "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options", "consensus",
-           "numpy_agrees", "merged", "known", *RELEASE_COLUMNS]
-LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "grad_at", "grad_ops", "output_dtypes",
+           "verdict", "symptom", "symptoms", "first_div_op", "output_dtype", "band", "max_tol_ratio", "message",
+           "culprit", "culprit_layer", "culprit_steps", "bisected", "bisect_s", "bisect_max_s", "shared_options",
+           "consensus", "numpy_agrees", "merged", "known", *RELEASE_COLUMNS]
+LIST_COLUMNS = ("seed_ids", "families", "backends", "probes", "modes", "ops", "symptoms", "grad_at", "grad_ops",
+                "output_dtypes",
                 "mutations", "culprit_steps", "merged")
 GRADIENTS = [str(s) for s in GRADIENT_SYMPTOMS]
-FORWARD_ANY_PROBE = (Symptom.NUMERIC, Symptom.VALUE)  # forward defects that show on any input reaching them
 
 
 def _col(df: pd.DataFrame, name: str, default=None) -> pd.Series:
@@ -114,47 +110,6 @@ def prepared(df: pd.DataFrame) -> pd.DataFrame:
     df = derive(df[[c for c in USED if c in df.columns]].reset_index(drop=True))
     join_forward(df)
     return df
-
-
-def join_forward(df: pd.DataFrame) -> None:
-    """A training run's gradient divergence, located at a node whose forward value its own check found
-    right, takes the node symptom of the stack's forward divergences at that op (its kernel,
-    ``core.bugs.kernel_op``) on the same seed: on the same probe first, else on any probe where the
-    forward is off in value (``FORWARD_ANY_PROBE``), which a probe hides from the forward alone
-    (a NaN that fills the node's output, values under the absolute tolerance) but not from its
-    gradients. Keyed then as that forward defect (``core.bugs``): one cluster. ``df`` is changed."""
-    if "symptom" not in df.columns:
-        return
-    blamed = df["verdict"].astype("string").eq(str(Verdict.TARGET_DIVERGENT)).fillna(False)
-    blamed = (blamed & df["explanation"].isna() & df["first_div_op"].notna()).to_numpy()
-    at_node = df["node_symptom"].astype(object).where(df["node_symptom"].notna(), df["symptom"].astype(object))
-    gradient = at_node.isin(GRADIENTS).to_numpy()
-    wanting, forward = blamed & gradient, blamed & ~gradient & at_node.notna().to_numpy()
-    if not wanting.any() or not forward.any():
-        return
-    rows = np.flatnonzero(wanting | forward)  # only these: a million records are mostly neither
-    sub = df.iloc[rows]
-    stack = sub["stack"].astype(object).where(sub["stack"].notna() & (sub["stack"] != ""), sub["backend"])
-    where = pd.DataFrame({"seed": _text(sub["seed_id"]), "stack": stack.astype(str), "device": _text(sub["device"]),
-                          "op": sub["first_div_op"].astype(object).map(kernel_op),
-                          "probe": sub["probe"].astype(object).where(sub["probe"].notna(), EXAMPLE_PROBE),
-                          "ns": at_node.iloc[rows], "row": rows})
-    wanting, forward = wanting[rows], forward[rows]
-    place = ["seed", "stack", "device", "op"]
-    seen = where[forward]
-
-    def most(runs, on):  # the node symptom most of them show, per place
-        counts = runs.value_counts([*on, "ns"]).reset_index().sort_values(["count", "ns"], ascending=[False, True],
-                                                                          kind="stable")
-        return counts.drop_duplicates(on)[[*on, "ns"]]
-
-    same = most(seen, [*place, "probe"])
-    anywhere = most(seen[seen["ns"].isin([str(s) for s in FORWARD_ANY_PROBE])], place)
-    found = where[wanting].drop(columns="ns").merge(same, on=[*place, "probe"], how="left")
-    found = found.merge(anywhere.rename(columns={"ns": "ns_any"}), on=place, how="left")
-    ns = found["ns"].fillna(found["ns_any"])
-    joined = ns.notna().to_numpy()
-    df.iloc[found["row"].to_numpy()[joined], df.columns.get_loc("node_symptom")] = ns[joined].to_numpy()
 
 
 def assign(df: pd.DataFrame) -> pd.Series:
@@ -228,6 +183,8 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["representative"], out["rep_nodes"] = rep["v"], rep["n"].replace(np.inf, np.nan)
     first = order.groupby("c", sort=False).head(1).index
     out["rep_backend"] = pd.Series(rows.loc[first, "backend"].to_numpy(), index=order.loc[first, "c"].to_numpy())
+    if kind != Kind.FAILURE:
+        out["symptoms"], out["symptom"] = _symptoms(keys["symptom"], cid)
     if kind != Kind.FAILURE:  # a behaviour's key leaves these out: its representative's show what it is
         behaviour = out["explanation"] != MISSING
         for c in ("verdict", "symptom", "first_div_op", "output_dtype"):
@@ -238,34 +195,20 @@ def _summarise(df: pd.DataFrame, keys: pd.DataFrame, kind: Kind, targets) -> pd.
     out["consensus"] = _lists(cid, _col(rows, "consensus")).map(lambda v: v[0] if v else None)
     agrees = pd.Series(_col(rows, "numpy_agrees").to_numpy(), index=cid.to_numpy(), dtype=object).dropna()
     out["numpy_agrees"] = agrees.astype(bool).groupby(level=0).all() if len(agrees) else None
-    out["shared_options"] = _shared_options(df, rows, cid)
+    out["shared_options"] = shared_options(df, rows, cid)
     return out.reset_index()
 
 
-def _shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.Series:
-    """Per cluster, the options (``k=v``) that every one of its runs had, of those its backend ran with more
-    than one value of in the campaign (a target's ``option_space``): what a configuration-only defect needs."""
-    if "backend_options" not in df.columns:
-        return pd.Series(None, index=cid.unique(), dtype=object)
-    text = pd.Series(texts("backend_options", df["backend_options"]), index=df.index, dtype=object)  # hashable
-    drawn = text.groupby(df["backend"]).nunique()
-    drawn = set(drawn[drawn > 1].index)
-    if not drawn:
-        return pd.Series(None, index=cid.unique(), dtype=object)
-    mine = pd.Series(texts("backend_options", rows["backend_options"]), index=rows.index, dtype=object)
-    parsed = {s: options_of(s) for s in mine.dropna().unique()}
-    varying: dict[str, set] = {}
-    for backend in drawn:
-        sets = [options_of(s) for s in text[df["backend"] == backend].dropna().unique()]
-        varying[backend] = {k for k in set().union(*sets) if len({json.dumps(o.get(k)) for o in sets}) > 1}
-    out = {}
-    for c, group in rows.assign(backend_options=mine.to_numpy()).groupby(cid, sort=False):
-        common = None
-        for backend, opts in zip(group["backend"], group["backend_options"]):
-            items = {(k, json.dumps(v)) for k, v in parsed.get(opts, {}).items() if k in varying.get(backend, ())}
-            common = items if common is None else common & items
-        out[c] = ", ".join(f"{k}={v}" for k, v in sorted(common)) if common else None
-    return pd.Series(out, dtype=object)
+def _symptoms(shown: pd.Series, cid: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Per cluster: the symptoms its runs showed at their node (most frequent first; a located node's
+    defect is one cluster whatever it showed, ``core.folds``), and the one it is described by: the most
+    severe, then the most frequent."""
+    listed = _lists(cid, shown.where(shown != MISSING))
+    t = pd.DataFrame({"c": cid.to_numpy(), "s": shown.to_numpy()})
+    t = t[t["s"] != MISSING].value_counts().reset_index()
+    t["sev"] = t["s"].map(SEVERITY).fillna(SEVERITY[Symptom.NUMERIC])
+    worst = t.sort_values(["c", "sev", "count", "s"], ascending=[True, False, False, True], kind="stable")
+    return listed, worst.drop_duplicates("c").set_index("c")["s"]
 
 
 def _culprits(out: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> None:

@@ -103,3 +103,29 @@ def values_run(df: pd.DataFrame, spaces: dict) -> pd.DataFrame:
             rows.append((backend, mode, name, [t for t in texts if t in had.get(name, ())],
                          [t for t in texts if t not in had.get(name, ())]))
     return pd.DataFrame(rows, columns=["backend", "mode", "option", "values", "missing"])
+
+
+def shared_options(df: pd.DataFrame, rows: pd.DataFrame, cid: pd.Series) -> pd.Series:
+    """Per cluster, the options (``k=v``) that every one of its runs had, of those its backend ran with more
+    than one value of in the campaign (a target's ``option_space``): what a configuration-only defect needs."""
+    if "backend_options" not in df.columns:
+        return pd.Series(None, index=cid.unique(), dtype=object)
+    text = pd.Series(texts("backend_options", df["backend_options"]), index=df.index, dtype=object)  # hashable
+    drawn = text.groupby(df["backend"]).nunique()
+    drawn = set(drawn[drawn > 1].index)
+    if not drawn:
+        return pd.Series(None, index=cid.unique(), dtype=object)
+    mine = pd.Series(texts("backend_options", rows["backend_options"]), index=rows.index, dtype=object)
+    parsed = {s: options_of(s) for s in mine.dropna().unique()}
+    varying: dict[str, set] = {}
+    for backend in drawn:
+        sets = [options_of(s) for s in text[df["backend"] == backend].dropna().unique()]
+        varying[backend] = {k for k in set().union(*sets) if len({json.dumps(o.get(k)) for o in sets}) > 1}
+    out = {}
+    for c, group in rows.assign(backend_options=mine.to_numpy()).groupby(cid, sort=False):
+        common = None
+        for backend, opts in zip(group["backend"], group["backend_options"]):
+            items = {(k, json.dumps(v)) for k, v in parsed.get(opts, {}).items() if k in varying.get(backend, ())}
+            common = items if common is None else common & items
+        out[c] = ", ".join(f"{k}={v}" for k, v in sorted(common)) if common else None
+    return pd.Series(out, dtype=object)
