@@ -200,7 +200,7 @@ class Run:
         merged = self._clusters.loc[ids == match[0], "merged"].iloc[0]
         mask = self._cluster_ids.isin([match[0], *merged]).fillna(False).to_numpy()
         rows = self.records(columns)[mask].copy()
-        for c in ("first_div_op", "explanation", "verdict", "consensus", "node_symptom"):  # as the cluster saw them
+        for c in ("first_div_op", "explanation", "verdict", "consensus", "node_symptom", "culprit"):  # as keyed
             if c in rows.columns:
                 rows[c] = self._prepared[c].to_numpy()[mask]
         nodes = pd.to_numeric(self.records(["node_count"])["node_count"].loc[rows.index], errors="coerce")
@@ -209,16 +209,14 @@ class Run:
         return rows.loc[order.sort_values(["inherited", "nodes"], kind="stable").index]
 
     def why(self, cluster_id: str) -> str:
-        """Why the runs of one cluster are one bug (``gapfuzz triage --why``): its key's parts, and what
-        its runs differ in."""
-        from .triage import render_why
+        """Why the runs of one cluster are one bug (``gapfuzz triage --why``, ``analysis.why``): its key's
+        fields, what the key folded, what its runs differ in, and the clusters it keeps apart."""
+        from .why import render_why
 
         rows = self.cluster(cluster_id)
         ids = self._clusters["cluster"]
         cluster = self._clusters.loc[ids.str.startswith(cluster_id)].iloc[0]
-        mine = self._keys[self._keys["cluster"] == cluster["cluster"]]
-        parts = mine.iloc[0] if len(mine) else cluster  # a merged cluster's key: the row's own
-        return render_why(cluster, rows, parts)
+        return render_why(cluster, rows, self._keys, self._prepared)
 
     # -- portability
     def _tables(self) -> pd.DataFrame:

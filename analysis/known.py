@@ -38,9 +38,9 @@ CLASSES = {"defect": "real defect", "documented": "documented behaviour", "toler
            "harness": "gapfuzz's own bug", "benign": "no defect (benign difference)",
            "explained": "explained: eager reproduces it under a hypothesis (no hand note)"}
 MATCHABLE = ("cluster", "kind", "level", "explanation", "backends", "ops", "output_dtypes", "seed_ids", "families",
-             "probes", "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "first_div_op",
-             "output_dtype", "message")
-LISTS = ("backends", "ops", "output_dtypes", "seed_ids", "families", "probes")
+             "probes", "status", "stage", "error_type", "failing_op", "template", "verdict", "symptom", "symptoms",
+             "first_div_op", "output_dtype", "message")
+LISTS = ("backends", "ops", "output_dtypes", "seed_ids", "families", "probes", "symptoms")
 _ID = re.compile(r"^[cdb]-[0-9a-f]{10}\Z")
 MATCH_TIMEOUT_S = 0.5  # one pattern on one cluster's text; regex checks it coarsely (a few seconds at most)
 

@@ -192,8 +192,9 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     t.add_argument("run_dir")
     t.add_argument("--limit", type=positive_int(), default=50, help="clusters to show")
     t.add_argument("--benign", action="store_true", help="also list differences explained without a defect")
-    t.add_argument("--why", metavar="CLUSTER", help="why the runs of one cluster are one bug: its key, and what they "
-                   "differ in (dtypes, probes, symptoms)")
+    t.add_argument("--why", metavar="CLUSTER", help="why the runs of one cluster are one defect: its key's fields, "
+                   "what the key folded (symptoms at the node, ops of one kernel, strict runs joined), what they "
+                   "differ in (dtypes, probes, seeds) and the clusters it keeps apart")
     t.add_argument("--regressions", action="store_true", help="only clusters that show in the newest release of a "
                    "stack the campaign ran in several, and not in an earlier one")
 
