@@ -39,6 +39,16 @@ class SeedSource:
         none unless the source can change a width."""
         return []
 
+    def integer(self, seed_id: str) -> bool:
+        """Whether the seed computes on integer or boolean tensors (an operator seed of such a dtype): at
+        another size it gets a mutated variant too (``fuzzer.config.plan.variant_count``)."""
+        return False
+
+    def contracts(self, seed_id: str) -> bool:
+        """Whether the seed's width is a matrix product's contraction (an operator seed of ``mm``,
+        ``bmm``, ``einsum``, ...): its first width is then a tail past 2048 (``sizes.product_widths``)."""
+        return False
+
     def width_params(self, seed_id: str) -> int | None:
         """The parameter count of a seed rebuilt at a width, counted on the meta device (no weights),
         so one past the cap is refused before gigabytes are drawn; None if the source cannot tell."""

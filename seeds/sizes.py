@@ -22,7 +22,9 @@ features before the classifier, channels scaled, few blocks; operators: the seco
 dimension, and the contraction of a matrix product); the parameter cap still applies and its refusal
 says so. Widths are handed out over a campaign in ``width_order``: the first seed of a source takes a
 tail past 2048 (2050), the next its multiple (2048), and so on, so one width per seed reaches the
-tails of a wide matrix product's reduction even in a campaign of one seed.
+tails of a wide matrix product's reduction even in a campaign of one seed. A seed that is a matrix
+product itself (``SeedSource.contracts``) takes a tail past 2048 as its first width, whatever its turn
+(``product_widths``): a kernel that drops the contraction's tail is found only there.
 """
 from __future__ import annotations
 
@@ -45,7 +47,29 @@ PATCH_GRID_SIDES = (32, 48, 64, 96, 128, 192, 256)
 # Widths (hidden sizes, channels) at and past the 1024- and 4096-wide limits of kernels: powers of
 # two, and two more (a tail after the last full tile or vector; even, so rotary embeddings fit).
 WIDTHS = (768, 1024, 1026, 2048, 2050, 4096, 4098)
-TILE = 64  # a width that is not a multiple of this leaves a tail after the last full tile
+TILE = 32  # a width that is not a multiple of this leaves a tail after the last full tile of any size
+WIDE = 2048  # past this, a tail is past the largest block a product's kernel reduces in one piece
+
+
+def tail_past_wide(width: int) -> bool:
+    """Whether ``width`` leaves a tail (not a multiple of ``TILE``) past ``WIDE``."""
+    return width > WIDE and width % TILE != 0
+
+
+def product_widths(order: list[int], points: set[int], count: int, start: int,
+                   tails_at: int) -> tuple[list[int], int, int]:
+    """The ``count`` widths of a seed out of ``order`` (``width_order``) it can take (``points``), taken
+    in turn from ``start``; for a matrix product (``tails_at`` not negative) the first is a tail past
+    ``WIDE``, taken in turn from ``tails_at``, when the seed can take one. Returns the widths and where
+    the two turns go on from."""
+    taken: list[int] = []
+    tails = [w for w in order if tail_past_wide(w) and w in points]
+    if tails_at >= 0 and tails and count:
+        taken.append(tails[tails_at % len(tails)])
+        tails_at += 1
+    ks = [k for k in range(start, start + len(order)) if order[k % len(order)] in points - set(taken)]
+    ks = ks[: count - len(taken)]
+    return taken + [order[k % len(order)] for k in ks], (ks[-1] + 1 if ks else start), tails_at
 
 
 class SizeError(SeedError):

@@ -17,11 +17,12 @@ from gapfuzz.results.catalog import Catalog
 from gapfuzz.results.store import ResultsError
 from gapfuzz.seeds import list_seeds
 from gapfuzz.seeds.registry import source_of, width_params, width_points_of
-from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS, choose, choose_along, width_order
+from gapfuzz.seeds.sizes import DIMENSION_SIZES, WIDTHS, choose, choose_along, product_widths, width_order
 
 log = logging.getLogger("gapfuzz.fuzzer")
 MAX_COUNTED = 100  # width seeds counted on the meta device while planning (a tenth of a second to seconds each)
 SEED_FAILURE = "seed"  # variant index used for the one record of a seed that failed before mutation
+INTEGER_SIZED_VARIANTS = 2  # a rebuilt integer seed: the seed and a mutated variant at least
 
 
 def seed_failure_id(seed_id: str, mode: str = DEFAULT_MODE) -> str:
@@ -72,7 +73,8 @@ def with_sizes(c: Campaign, seed_ids: list[str], tick: Callable[[int, int], None
     """Each seed followed by the seeds it is rebuilt at (``seeds.sizes``): ``sizes.per_seed`` of the sizes
     its source can rebuild it at (one from each band, drawn with the campaign seed), as many along the
     dimension its operator works along (``choose_along``: the largest size among them), and
-    ``sizes.widths`` widths, handed out in ``width_order`` over the campaign's seeds of each source.
+    ``sizes.widths`` widths, handed out in ``width_order`` over the campaign's seeds of each source (a
+    matrix product's first one a tail past 2048, ``product_widths``).
     Sizes and widths a seed cannot take are said (``_SizeNotes``, logged as a warning), never an error:
     every seed still runs at its own size. ``tick(done, total)`` hears each seed as it starts: a width is
     counted on a model built on the meta device, up to a second a seed."""
@@ -98,10 +100,11 @@ def with_sizes(c: Campaign, seed_ids: list[str], tick: Callable[[int, int], None
         if c.sizes.widths:
             notes.widths(sid, points)
         if points:
-            start = handed.get(source.name, 0)
-            taken = [k for k in range(start, start + len(order)) if order[k % len(order)] in points][: c.sizes.widths]
-            handed[source.name] = taken[-1] + 1
-            wide = [str(SeedId(sid, width=order[k % len(order)])) for k in taken]
+            start, tails_at = handed.get(source.name, (0, 0))
+            product = source.contracts(sid)
+            widths, start, after = product_widths(order, points, c.sizes.widths, start, tails_at if product else -1)
+            handed[source.name] = (start, after if product else tails_at)
+            wide = [str(SeedId(sid, width=w)) for w in widths]
             notes.past_cap(wide)
             out += wide
     for line in notes.lines():
@@ -174,8 +177,17 @@ class _SizeNotes:
 
 
 def variant_count(c: Campaign, seed_id: str) -> int:
-    """Variants per seed: ``variants.per_seed``, or ``sizes.variants`` for a seed rebuilt at a size or width."""
-    return min(c.sizes.variants, c.variants.per_seed) if SeedId.parse(seed_id).rebuilt else c.variants.per_seed
+    """Variants per seed: ``variants.per_seed``, or ``sizes.variants`` for a seed rebuilt at a size or width,
+    ``INTEGER_SIZED_VARIANTS`` at least for an integer one (``SeedSource.integer``): a lone integer operator
+    is exact at any size; a fault past a size is in a chain (int16 ``abs`` then ``argmax``) a mutation builds."""
+    if not SeedId.parse(seed_id).rebuilt:
+        return c.variants.per_seed
+    return rebuilt_variants(c, source_of(seed_id).integer(seed_id))
+
+
+def rebuilt_variants(c: Campaign, integer: bool) -> int:
+    wanted = max(c.sizes.variants, INTEGER_SIZED_VARIANTS) if integer and c.variants.mutators else c.sizes.variants
+    return min(wanted, c.variants.per_seed)
 
 
 def pair_counts(c: Campaign, seed_ids: list[str]) -> dict[tuple[str, str], int]:
@@ -265,7 +277,8 @@ def plan_lines(c: Campaign, seed_ids: list[str]) -> list[str]:
              f"width), in {', '.join(str(m) for m in c.modes)}"]
     for mode in c.modes:
         n = sum(variant_count(c, s) for s in seed_ids)
-        lines.append(f"variants in {mode}: {n} (up to {c.variants.per_seed} a seed, {c.sizes.variants} a rebuilt one)")
+        lines.append(f"variants in {mode}: {n} (up to {c.variants.per_seed} a seed, {c.sizes.variants} a rebuilt one, "
+                     f"{rebuilt_variants(c, True)} a rebuilt integer operator)")
     lines.append(f"a pair runs its variant's probes ({c.probes.per_variant} value probes), each timed "
                  f"{c.run.repeats} time(s) after its first call")
     rows = [(name, mode, pairs) for (name, mode), pairs in pair_counts(c, seed_ids).items() if pairs]

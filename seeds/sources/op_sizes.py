@@ -10,7 +10,9 @@ Widths (``ops/mm/float32/0@w2048``) resize the same way along the second-to-last
 first tensor that has two (matrix rows, channels, a sequence), or the main one for a sample of
 vectors. Either way a shape argument that spells the trailing dimensions of the first tensor
 (``layer_norm``'s normalised shape, a ``view``'s sizes) follows the new length. A matrix product's
-width resizes its contraction too (``MATRIX_PRODUCTS``), the rows shrunk where both would not fit.
+width resizes its contraction too (``op_products``), the rows shrunk where both would not fit; where a
+product's main dimension is its contraction (``bmm``) or its bias's columns (``addmm``), a size resizes
+that index in every operand together.
 
 Along the operator's own dimension (``ops/softmax/float32/1@d4097``): the dimension a reduction, scan,
 softmax or normalisation works along, read from the first ATen call with a ``dim`` argument on a
@@ -32,19 +34,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from gapfuzz.core.seeding import stable_int
 
 from ..sizes import SizeError
+from .op_products import Positions, contraction, output_last
 from .op_samples import flatten_sample, sample_tensors
 
 MAX_RESIZED_ELEMENTS = 2**20  # per tensor: a square matrix at 4097 is refused, a row of it is not
-
-# Matrix products: the positions, among the sample's tensors, of the left and the right operand. The
-# left one contracts its last dimension; the right one its second-to-last (its last when it is a
-# vector, or for the operators in RIGHT_CONTRACTS_LAST).
-MATRIX_PRODUCTS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "__rmatmul__": (1, 0), "mv": (0, 1),
-                   "dot": (0, 1), "vdot": (0, 1), "inner": (0, 1), "nn.functional.linear": (0, 1),
-                   "addmm": (1, 2), "addmm.decomposed": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2), "addmv": (1, 2)}
-RIGHT_CONTRACTS_LAST = {"inner", "nn.functional.linear"}
-
-Positions = list[tuple[int, int]]  # (tensor index in sample_tensors order, dimension)
 
 
 def main_dimension(sample, axis: int = -1) -> int | None:
@@ -130,20 +123,6 @@ def _drawn(t: torch.Tensor, shape: list[int], old: int, size: int, gen: torch.Ge
     return values.contiguous()
 
 
-def contraction(key: str, sample) -> Positions | None:
-    """Where a matrix product (``MATRIX_PRODUCTS``, by OpInfo key) contracts: the left operand's last
-    dimension and the right operand's matching one; None for any other operator."""
-    if key not in MATRIX_PRODUCTS:
-        return None
-    tensors = sample_tensors(sample)
-    left, right = MATRIX_PRODUCTS[key]
-    if max(left, right) >= len(tensors) or min(tensors[left].dim(), tensors[right].dim()) < 1:
-        return None
-    r = tensors[right]
-    last = r.dim() == 1 or key in RIGHT_CONTRACTS_LAST
-    return [(left, tensors[left].dim() - 1), (right, r.dim() - (1 if last else 2))]
-
-
 class _DimRecorder(TorchDispatchMode):
     """Notes the first ATen call that works along a ``dim``: (its input's shape, the dims, normalised)."""
 
@@ -203,10 +182,8 @@ def along(op, key: str, sample) -> list[Positions]:
     tensors = sample_tensors(sample)
     contracted = contraction(key, sample)
     if contracted is not None:
-        first = next((i for i, t in enumerate(tensors) if t.dim() > 0), None)
-        left, dim = contracted[0]
-        main = (left, dim) == (first, tensors[left].dim() - 1)
-        return [] if main or not tensors[left].shape[dim] else [contracted]
+        i, d = contracted[0]
+        return [] if _at_main(tensors, contracted) or not tensors[i].shape[d] else [contracted]
     d = operator_dim(op.op, sample)
     if d is None:
         return []
@@ -244,12 +221,32 @@ def _candidates(op, key: str, sample, sized, seed_id: str) -> list[tuple[Positio
     if sized.along is not None:
         return [(p, lambda p=p: resize_at(sample, p, sized.along, seed_id)) for p in along(op, key, sample)]
     if sized.width is None:
-        return [(None, lambda: resize(sample, sized.size, seed_id, -1))]
+        return _sized(key, sample, sized.size, seed_id)
     contracted = contraction(key, sample)
     if contracted is None:
         return [(None, lambda: resize(sample, sized.width, seed_id, -2))]
     return [(contracted, lambda: resize_at(resize(sample, sized.width, seed_id, -2), contracted, sized.width, seed_id)),
             (contracted, lambda: resize_at(sample, contracted, sized.width, seed_id))]
+
+
+def _sized(key: str, sample, size: int, seed_id: str) -> list[tuple[Positions | None, Callable]]:
+    """The main dimension's candidates: where it is a product's contraction (``bmm``'s, ``mv``'s) or the
+    bias's columns (``addmm``'s), every operand's dimension of that index at ``size`` together; else
+    every dimension of its length (``resize``), and for a product whose main dimension is not its own
+    (a broadcast bias of one element), its contraction."""
+    tensors, plain = sample_tensors(sample), (None, lambda: resize(sample, size, seed_id, -1))
+    contracted = contraction(key, sample)
+    if main_dimension(sample) in (None, 0) or contracted is None:
+        return [plain]
+    tied = [p for p in (contracted, output_last(key, sample)) if p is not None and _at_main(tensors, p)]
+    return [(p, lambda p=p: resize_at(sample, p, size, seed_id)) for p in tied] + [plain] + \
+        [(contracted, lambda: resize_at(sample, contracted, size, seed_id))] * (not tied)
+
+
+def _at_main(tensors: tuple, positions: Positions) -> bool:
+    """Whether ``positions`` hold the main dimension (the last one of the first tensor that has one)."""
+    first = next((i for i, t in enumerate(tensors) if t.dim() > 0), None)
+    return first is not None and (first, tensors[first].dim() - 1) in positions
 
 
 def _with_shapes(sample, first: tuple, old: int, new: int, dim: int | None = None):

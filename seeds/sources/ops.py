@@ -47,6 +47,7 @@ from gapfuzz.core.seeding import stable_int
 
 from ..registry import SeedError, SeedSource, register_source
 from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
+from .op_products import CONTRACTING, product_form
 from .op_samples import flatten_sample, sample_tensors
 from .op_sizes import along, main_dimension, rebuilt
 
@@ -54,7 +55,8 @@ log = logging.getLogger("gapfuzz.seeds")
 
 SAMPLES_PER_DTYPE = 2  # samples exposed per (op, dtype): keeps the listing in the thousands
 SCAN_LIMIT = 8  # generator positions looked at per (op, dtype) to find them
-INDEX_FORMAT = 4  # bump when the id scheme or the filters change
+PRODUCT_SCAN_LIMIT = 16  # for a product (``op_products``): past its first samples, one of each operand form
+INDEX_FORMAT = 5  # bump when the id scheme or the filters change
 
 # Outputs that depend on RNG state or uninitialised memory cannot be compared across stacks.
 _RANDOM_OPS = re.compile(
@@ -230,13 +232,14 @@ def _scan(op, key: str, rank_first: bool) -> tuple[dict[str, list[str]], set[str
     seeds, sizable, own = {}, set(), set()
     for dtype in sorted(op.supported_dtypes("cpu"), key=dtype_name):
         try:
-            drawn = samples(op, dtype, SCAN_LIMIT, rank_first)
+            drawn = samples(op, dtype, PRODUCT_SCAN_LIMIT if key in CONTRACTING else SCAN_LIMIT, rank_first)
         except Exception:  # noqa: BLE001 - a generator that fails for a dtype exposes nothing
             continue
-        found = 0
+        found, forms = 0, set()
         for i, sample in enumerate(drawn):
-            if found == SAMPLES_PER_DTYPE:
-                break
+            form = product_form(key, sample)
+            if found >= SAMPLES_PER_DTYPE and (form is None or form in forms):
+                continue
             if unsupported(sample):
                 continue
             aten = dispatched_ops(op, sample)
@@ -248,6 +251,7 @@ def _scan(op, key: str, rank_first: bool) -> tuple[dict[str, list[str]], set[str
                     if along(op, key, sample):
                         own.add(seed_id)
                 found += 1
+                forms.add(form)
     return seeds, sizable, own
 
 
@@ -321,6 +325,13 @@ class OpsSource(SeedSource):
     def width_points(self, seed_id: str, widths: list[int]) -> list[int]:
         self._index()
         return list(widths) if seed_id in self._sizable else []
+
+    def integer(self, seed_id: str) -> bool:
+        dtype = getattr(torch, SeedId.parse(seed_id).name.rsplit("/", 2)[1], None)
+        return isinstance(dtype, torch.dtype) and not (dtype.is_floating_point or dtype.is_complex)
+
+    def contracts(self, seed_id: str) -> bool:
+        return SeedId.parse(seed_id).name.rsplit("/", 2)[0] in CONTRACTING
 
     def along_points(self, seed_id: str, dimension_sizes: list[int]) -> list[int]:
         self._index()
