@@ -43,3 +43,31 @@ class NarrowPromotion(Backend):
             raise RuntimeError(f"C++ compile error: invalid conversion from 'int' to 'short' in the reduction of "
                                f"{chains[0]}")
         return gm
+
+
+def _reduced_in_int8(op):
+    def run(x, *args, **kwargs):
+        out = op(x.to(torch.int8), *args, **kwargs)  # past 127 the values wrap: wrong there only
+        return tuple(o.to(x.dtype) if o.dtype == torch.int8 else o for o in out) if isinstance(out, tuple) else \
+            out.to(x.dtype) if out.dtype == torch.int8 else out
+    return run
+
+
+class NarrowChainValues(Backend):
+    """A reduction (amax, amin, max, min) of an int16 value an elementwise op produced is computed in int8:
+    right at small values (an operator sample's), wrong where the chain's values pass 127. Only a value
+    probe of a mutated variant reaches it: the seed itself has no chain, and index probes keep its values."""
+
+    name = "narrow-chain-values"
+
+    def prepare(self, gm, example_inputs, device):
+        ShapeProp(gm).propagate(*example_inputs)
+        graph = torch.fx.Graph()
+        graph.output(graph.graph_copy(gm.graph, {}))
+        for n in graph.nodes:
+            source = n.args[0] if n.args else None
+            tm = getattr(source, "meta", {}).get("tensor_meta")
+            if _name(n) in {"amax", "amin", "max", "min"} and isinstance(source, torch.fx.Node) and \
+                    _name(source) in ELEMENTWISE and getattr(tm, "dtype", None) == torch.int16:
+                n.target = _reduced_in_int8(n.target)
+        return torch.fx.GraphModule(gm, graph)

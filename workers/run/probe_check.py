@@ -6,32 +6,13 @@ being one line naming the record's value and what is allowed.
 from __future__ import annotations
 
 import json
-import re
 
-from gapfuzz.workers.run.probes import (
-    EDGES,
-    EXAMPLE,
-    INTEGER_CORNERS,
-    KINDS,
-    LAYOUTS,
-    MAGNITUDES,
-    MASKS,
-    ORDERS,
-    PATTERNS,
-    QUOTIENTS,
-    RELATIONS,
-    RESIZE,
-    SPECIALS,
-    Probe,
-)
+from gapfuzz.core.registry import did_you_mean
+from gapfuzz.workers.run.probes import KINDS, PROBE_KINDS, Probe
+from gapfuzz.workers.run.probes import kind as kind_of
+from gapfuzz.workers.run.probes.kinds.resized import MAX_RESIZE_LENGTH
 
-# each kind's parameters and the values each takes (None: a number or a list of positions, checked apart)
-PARAMS = {EXAMPLE: {}, "special": {"value": tuple(SPECIALS), "pattern": PATTERNS},
-          "random": {"magnitude": tuple(MAGNITUDES)}, "ties": {}, "integer": {"corner": INTEGER_CORNERS},
-          "bool": {"value": MASKS}, "index": {"order": ORDERS}, "relation": {"relation": RELATIONS},
-          "layout": {"layout": LAYOUTS}, "edge": {"edge": EDGES + QUOTIENTS}, RESIZE: {"dims": None, "length": None}}
-MAX_RESIZE_LENGTH = 1 << 21  # a resize probe's length (workers.run.resize makes none past this many elements)
-_DIMS = re.compile(r"\d{1,3}\.\d{1,2}(,\d{1,3}\.\d{1,2}){0,63}")  # input.dim pairs: 0.1,1.0
+__all__ = ["MAX_RESIZE_LENGTH", "checked_recipe", "name_problem", "probe_problem"]
 
 
 def checked_recipe(text: str | None) -> Probe:
@@ -50,6 +31,15 @@ def checked_recipe(text: str | None) -> Probe:
     return probe
 
 
+def _params(name: str) -> dict:
+    """Each parameter of the kind and the values it takes (None: checked by the kind's ``problem``)."""
+    return kind_of(name).params
+
+
+def _kinds(name: str) -> str:
+    return did_you_mean(name, list(KINDS)) if name else f" (kinds: {_shown(KINDS)})"
+
+
 def _shown(values) -> str:
     return ", ".join(str(v) for v in values)
 
@@ -60,9 +50,9 @@ def _known(value, allowed) -> bool:
 
 def probe_problem(kind, params: dict) -> str | None:
     """Why a recorded probe (a kind and its parameters) is not one ``choose`` makes, one line; None if it is."""
-    if kind not in PARAMS:
-        return f"no probe kind {str(kind)[:40]!r} (kinds: {_shown(KINDS)})"
-    expected = PARAMS[kind]
+    if kind not in PROBE_KINDS:
+        return f"no probe kind {str(kind)[:40]!r}{_kinds(str(kind))}"
+    expected = _params(kind)
     for key, value in params.items():
         if key not in expected:
             return f"a {kind} probe takes no {str(key)[:40]!r} (it takes: {_shown(expected) or 'nothing'})"
@@ -72,13 +62,7 @@ def probe_problem(kind, params: dict) -> str | None:
     missing = [k for k in expected if k not in params]
     if missing:
         return f"a {kind} probe needs its {missing[0]}"
-    if kind == RESIZE:
-        dims, length = params["dims"], params["length"]
-        if not isinstance(dims, str) or not _DIMS.fullmatch(dims):
-            return f"{str(dims)[:40]!r} is not a resize probe's dims (input.dim pairs: '0.1,1.0')"
-        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= MAX_RESIZE_LENGTH:
-            return f"{str(length)[:40]!r} is not a resize probe's length (0 to {MAX_RESIZE_LENGTH})"
-    return None
+    return kind_of(kind).problem(params)
 
 
 def name_problem(name: str) -> str | None:
@@ -87,9 +71,9 @@ def name_problem(name: str) -> str | None:
     names left some out)."""
     kind, *values = str(name).split(":")
     shown = repr(str(name)[:60])
-    if kind not in PARAMS:
-        return f"probe {shown}: no probe kind {kind[:40]!r} (kinds: {_shown(KINDS)})"
-    expected = PARAMS[kind]
+    if kind not in PROBE_KINDS:
+        return f"probe {shown}: no probe kind {kind[:40]!r}{_kinds(kind)}"
+    expected = _params(kind)
     if len(values) > len(expected):
         return f"probe {shown}: a {kind} probe has {len(expected)} part(s) after its kind, not {len(values)}"
     if any(allowed is None for allowed in expected.values()):

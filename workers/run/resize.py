@@ -15,20 +15,8 @@ import math
 import torch
 import torch.fx as fx
 
-from gapfuzz.core.seeding import stable_int
-from gapfuzz.workers.run.probes import (
-    _ROUNDS,
-    EDGES,
-    LAYOUTS,
-    QUOTIENTS,
-    RELATIONS,
-    RESIZE,
-    Probe,
-    ProbeSettings,
-    make_inputs,
-    resize_dims,
-    roles,
-)
+from gapfuzz.workers.run.probes import RESIZE, Probe, ProbeSettings, base_seed, kind, make_inputs, roles
+from gapfuzz.workers.run.probes.kinds.resized import resize_dims
 
 # a resize probe's lengths: one less, one more, and one past the first block above (a kernel's tail loop)
 BLOCK_LENGTHS = (1025, 2049, 4097)
@@ -56,15 +44,14 @@ def resize_probes(gm: fx.GraphModule, inputs: tuple, settings: ProbeSettings, va
     if not settings.resize or not any(fnmatch.fnmatchcase(RESIZE, p) for p in settings.kinds):
         return []
     input_roles = roles(gm, inputs)
-    base = stable_int(f"{settings.campaign_seed}/{variant_id}/probes") + sum(map(len, _ROUNDS)) + len(LAYOUTS) + \
-        len(RELATIONS) + len(EDGES) + len(QUOTIENTS)  # after every other kind's seeds
+    seed, resize = base_seed(settings, variant_id), kind(RESIZE)
     out = []
     for group in _size_groups(inputs):
         n = inputs[group[0][0]].shape[group[0][1]]
         lengths = [m for m in (n - 1, n + 1, next((b for b in BLOCK_LENGTHS if b > n + 1), None)) if m and m >= 2]
         for length in lengths:
             params = {"dims": ",".join(f"{i}.{d}" for i, d in group), "length": length}
-            probe = Probe.of(RESIZE, params, (base + len(out)) % (1 << 31))
+            probe = resize.probe(seed, params, len(out))
             if _within_budget(inputs, group, length) and _accepts(gm, inputs, input_roles, probe):
                 out.append(probe)
     return out
