@@ -140,12 +140,12 @@ def test_no_write_outside_the_run_folder(case, tmp_path, monkeypatch):
 
 
 def test_shrink_json_as_a_link_is_not_followed(tmp_path):
-    from gapfuzz.fuzzer.repro.minimise import ReproResult, _finish
+    from gapfuzz.fuzzer.repro.folder import ReproResult, finish
 
     target = tmp_path / "victim.txt"
     target.write_text("keep")
     (tmp_path / "repro").mkdir()
     (tmp_path / "repro" / "shrink.json").symlink_to(target)
     with pytest.raises(OutsideFolder, match="symbolic link"):
-        _finish(ReproResult(str(tmp_path / "repro"), "not-reproduced"), 0.0)
+        finish(ReproResult(str(tmp_path / "repro"), "not-reproduced"), 0.0)
     assert Path(target).read_text() == "keep"

@@ -242,7 +242,26 @@ def test_an_amplified_cluster_is_refused_with_one_line(tmp_path):
               "variant_id": "timm/x#1", "output_dtype": "float32"}
     with pytest.raises(ReproError, match="amplified rounding") as e:
         reproduce(tmp_path, record, tmp_path / "out")
-    assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
+    assert "\n" not in str(e.value) and not (tmp_path / "out").exists() and e.value.stage == "key"
+
+
+def test_a_record_of_an_older_run_reads_typed_with_its_triage_columns_in_its_key():
+    """The record is a ``RunRecord``: columns an older schema lacks take their defaults, what triage derived for
+    the key (``dtype_specific``) still counts, and a nested column that does not read is named."""
+    from gapfuzz.fuzzer.repro.record import ReproError, bug_of, record_of
+    from gapfuzz.results.schema import RunRecord
+
+    old = {"campaign": "t", "variant_id": "v#0", "seed_id": "v", "backend": "inductor@cpu", "status": "mismatch",
+           "symptom": "numeric", "verdict": "target-divergent", "output_dtype": "float32", "schema_version": 1,
+           "first_div_op": "aten.gelu.default", "recipe": '{"mutations":[],"rng":0,"seed":"v"}',
+           "probe_recipe": float("nan"), "backend_options": None}
+    r = record_of(old)
+    assert isinstance(r, RunRecord) and record_of(r) is r and (r.mode, r.probe, r.probe_recipe) == (None, None, None)
+    assert r.backend_options == {} and r.output_kind == "" and r.recipe == old["recipe"] and r.schema_version == 1
+    assert bug_of(r) == bug_of(old) != bug_of({**old, "dtype_specific": True})  # its dtype, where triage says so
+    for column in ("backend_options", "recipe"):
+        with pytest.raises(ReproError, match=f"^v#0 on inductor@cpu: its record's {column} is not what gapfuzz "):
+            record_of({**old, column: "{not json"})
 
 
 def test_verify_does_not_wait_for_a_child_the_reproducer_left_behind(tmp_path):

@@ -88,11 +88,12 @@ def test_weights_and_values_a_pass_rebuilds_keep_their_layout():
     assert fed.inputs[-1].stride() == (8, 2)
 
 
-def test_dropping_a_mutation_goes_through_consider_its_cache_and_its_budget():
-    """_drop_mutations called the predicate itself: no cache, no call budget, no statistics."""
+def test_dropping_a_mutation_is_a_shrink_pass_through_consider_its_cache_and_its_budget():
+    """Dropping mutations called the predicate itself once: no cache, no call budget, no statistics. It is a
+    pass among the others now, named, counted and timed in shrink.json's statistics like them."""
     from gapfuzz.fuzzer.generate import replay
     from gapfuzz.fuzzer.recipe import Recipe
-    from gapfuzz.fuzzer.repro.minimise import _drop_mutations
+    from gapfuzz.fuzzer.repro.shrink.passes import dropping_mutations
     from gapfuzz.workers.run.probes import Probe
 
     transpose, step = (["strided_input", {"input": 0, "how": how}] for how in ("transpose", "step"))
@@ -100,12 +101,14 @@ def test_dropping_a_mutation_goes_through_consider_its_cache_and_its_budget():
         recipe = Recipe(GELU, [transpose, step])  # without the transpose: the same variant, seen, not called
         seen = []
         sh = Shrinker(replay(recipe), lambda c: seen.append(c) or verdict)
-        sh.apply(lambda s: seen.append(_drop_mutations(s, recipe, None, Probe())), "drop_mutations")
-        assert len(seen) - 1 == calls == sh.calls == sh.stats["drop_mutations"].calls and seen[-1] == dropped
-        assert len(recipe.mutations) == 2 - dropped
+        sh.apply(dropping_mutations(recipe, None, Probe()))
+        stats = sh.report()["passes"]["drop_mutations"]
+        assert len(seen) == calls == sh.calls == stats["calls"] and stats["accepted"] == dropped
+        assert stats["tried"] == 2 and stats["seconds"] > 0 and len(recipe.mutations) == 2 - dropped
     recipe = Recipe(GELU, [transpose, step])
     sh = Shrinker(replay(recipe), lambda c: pytest.fail("called past the budget"), max_calls=0)
-    assert _drop_mutations(sh, recipe, None, Probe()) == 0 and sh.stats["start"].tried == 2
+    sh.apply(dropping_mutations(recipe, None, Probe()))
+    assert sh.stats["drop_mutations"].tried == 2 and sh.stats["drop_mutations"].accepted == 0
 
 
 def _run_dir(tmp_path, target: dict, **run):
@@ -210,8 +213,36 @@ def test_reproduce_verifies_a_hang_with_the_campaigns_timeout(tmp_path):
     t0 = time.perf_counter()
     result = reproduce(run, record, tmp_path / "repro", max_calls=2, tries=2, allow_plugins=True)
     assert result.status == "reproducible" and result.failures == 2, result
+    assert result.stopped_at == result.reason == "" and list(result.stages) == [  # each stage timed, in order
+        "folder", "key", "campaign", "release", "recipe", "replay", "settings", "predicate", "confirm", "shrink",
+        "explain", "write", "verify", "across", "report"]
     assert time.perf_counter() - t0 < 300  # verify waited 3 s a run, not its old 600
     assert "TIMEOUT_S = 3.0" in (tmp_path / "repro" / "repro.py").read_text()
+
+
+def test_a_reproduction_names_the_stage_that_stopped_it_and_why_in_shrink_json(tmp_path, monkeypatch):
+    """A representative that no longer shows its bug stops at confirm; a stage that fails once the folder is
+    the reproducer's is named in shrink.json with its error, which is raised as before."""
+    from gapfuzz.fuzzer.repro.replayed import Replayed
+
+    run = _run_dir(tmp_path, {"class": "tests.repro_backends:Raises", "device": "cpu"})  # raises ValueError
+    record = {"campaign": "t", "variant_id": f"{GELU}#0", "seed_id": GELU, "backend": "raises@cpu", "stack": "raises",
+              "device": "cpu", "status": "error", "stage": "run", "error_type": "KeyError", "message": "no such key",
+              "recipe": json.dumps({"seed": GELU, "mutations": [], "rng": 0})}
+    result = reproduce(run, record, tmp_path / "repro", max_calls=4, tries=1, allow_plugins=True)
+    saved = json.loads((tmp_path / "repro" / "shrink.json").read_text())
+    assert result.status == saved["status"] == "not-reproduced" and result.predicate_calls >= 1, result
+    assert saved["stopped_at"] == "confirm" and "did not show its bug again" in saved["reason"], saved
+    assert "confirm" in saved["stages"] and "shrink" not in saved["stages"]
+    assert not (tmp_path / "repro" / "repro.py").exists()
+
+    def broken(self, fresh):
+        raise RuntimeError("no sandbox here")
+    monkeypatch.setattr(Replayed, "same_bug", broken)
+    with pytest.raises(RuntimeError, match="no sandbox here"):
+        reproduce(run, record, tmp_path / "repro", allow_plugins=True)
+    saved = json.loads((tmp_path / "repro" / "shrink.json").read_text())
+    assert saved["stopped_at"] == "predicate" and saved["reason"] == "RuntimeError: no sandbox here", saved
 
 
 def test_repro_lengths_prints_each_reproducers_lines_the_median_and_the_largest(tmp_path):

@@ -15,7 +15,7 @@ from gapfuzz.workers.run.registry import BackendSpec
 from gapfuzz.workers.run.releases import VERSION_PATTERN, Release, ReleaseError, environment
 
 SHOWS, ABSENT = "shows it", "does not show it"
-SCRIPT_FAILED = 4  # verify's exit status for a repro.py that raised (fuzzer.repro.minimise.verify)
+SCRIPT_FAILED = 4  # verify's exit status for a repro.py that raised (fuzzer.repro.verify)
 
 
 class AgainstError(ValueError):
@@ -107,3 +107,16 @@ def in_words(checked: dict[str, str]) -> str:
         return f"fixed in {ran[-1][0]}, the newest release checked (shown in " \
                f"{', '.join(r for (r, _), s in zip(ran, shows) if s)}); check before filing"
     return f"not shown by any release checked here ({', '.join(r for r, _ in ran)})"
+
+
+def torch_apart(target: BackendSpec, reference: BackendSpec) -> list[str]:
+    """Why a finding of a target under another torch than its reference's may not show again here: minimised
+    in one interpreter, the target's torch is eager's too (a note; none where both ran one torch)."""
+    def torch_of(spec):
+        return dict(spec.release.pins).get("torch") if spec.release else None
+    if torch_of(target) == torch_of(reference):
+        return []
+    return [f"{target.name} ran under torch {torch_of(target) or 'as installed'}, its reference {reference.name} under "
+            f"torch {torch_of(reference) or 'as installed'}: minimised in one interpreter, eager is the target's torch "
+            f"too, so a difference that is eager's own between releases does not show (compare eager across them: a "
+            f"target {{backend: eager@cpu, torch: ...}})"]

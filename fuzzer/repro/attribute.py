@@ -11,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from gapfuzz.fuzzer.repro.replayed import ReproError, replayed, representative
-from gapfuzz.fuzzer.repro.shrink.predicate import SameBug
-from gapfuzz.workers.run.sandbox import Sandbox
+from gapfuzz.fuzzer.repro.record import ReproError
+from gapfuzz.fuzzer.repro.replayed import replayed, representative
 
 # what attribution writes, in the order a person reads it: what the run is, what explains it, where, and why
 SHOWN = ("status", "verdict", "symptom", "error_type", "explanation", "explain_ratio", "first_div_op",
@@ -37,21 +36,19 @@ def attribute_cluster(run_dir, cluster_id: str, allow_plugins: bool = False,
     """Run cluster ``cluster_id``'s representative with every attribution on; what it says beside what
     the campaign said."""
     t0 = time.perf_counter()
-    record, row, _ = representative(run_dir, cluster_id)
-    r = replayed(run_dir, record, allow_plugins, allow_exec_options)
-    same_bug = SameBug(r.target, r.reference, r.campaign.oracle, r.key, r.settings, record["seed_id"],
-                       record.get("output_kind") or "tensor", fresh=False, sandbox=Sandbox(python=r.python),
-                       probe=record.get("probe"))
+    found, row, _ = representative(run_dir, cluster_id)
+    r = replayed(run_dir, found, allow_plugins, allow_exec_options)
+    same_bug = r.same_bug(fresh=False)
     try:
         target = same_bug.target_run(r.variant, dataclasses.replace(r.settings, align=True, explain=True,
                                                                      bisect=True))
     finally:
         same_bug.close()
     if target is None:
-        raise ReproError(f"{record['variant_id']}: {r.target.name} did not run")
+        raise ReproError(f"{r.record.variant_id}: {r.target.name} did not run")
     now_key = same_bug.key_of(target)
-    return Attribution(row["cluster"], r.target.name, record["variant_id"],
-                       {k: record.get(k) for k in SHOWN}, {k: getattr(target, k, None) for k in SHOWN},
+    return Attribution(row["cluster"], r.target.name, r.record.variant_id,
+                       {k: getattr(r.record, k) for k in SHOWN}, {k: getattr(target, k, None) for k in SHOWN},
                        now_key.id if now_key else "", time.perf_counter() - t0)
 
 

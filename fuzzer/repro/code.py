@@ -21,11 +21,13 @@ from gapfuzz.core.bugs import FAILED, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.codegen import literal
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.ir import Variant, clone_exact
-from gapfuzz.core.modes import mode_of
+from gapfuzz.core.modes import RunMode, mode_of
 from gapfuzz.core.templates import template
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.repro import checks as repro_checks
+from gapfuzz.fuzzer.repro.record import record_of
 from gapfuzz.fuzzer.repro.source_copy import SourceCopy
+from gapfuzz.results.schema import RunRecord
 from gapfuzz.workers.backends.eager import prepare_eager_fp64
 from gapfuzz.workers.judge.task import canonicalize, task_agreement
 from gapfuzz.workers.run import training
@@ -95,23 +97,24 @@ def _forward_source(v: Variant) -> tuple[str, list[str]]:
     return textwrap.indent(code.src.strip(), "    "), lines
 
 
-def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, random: bool, boxes: bool) -> str:
-    mode = mode_of(v.mode)  # its graph, what it is fed and one call, as the mode runs them
+def _main(v: Variant, mode: RunMode, record: RunRecord, failure: bool, oracle: bool, task: bool, random: bool,
+          boxes: bool) -> str:
+    """main(): its graph, what it is fed and one call, as the mode runs them, and the one check."""
     prepare = PREPARE.format(graph=mode.repro_graph, fed=mode.repro_fed)
     target = mode.repro_call.format(run="run", device="INPUT_DEVICE")
     lines = [LOAD]
-    if str(record.get("device") or "").startswith("cuda"):  # the platform's TF32, as the run had it (default: off)
+    if str(record.device or "").startswith("cuda"):  # the platform's TF32, as the run had it (default: off)
         lines.append(f"    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = "
-                     f"{bool(record.get('tf32'))}")
+                     f"{bool(record.tf32)}")
     lines.extend(mode.repro_setup)
     if random:  # random ops (dropout): Inductor draws with eager's generator, which train_step seeds
         lines.append("    import torch._inductor.config\n\n    torch._inductor.config.fallback_random = True")
     if failure:
         lines.append("    faulthandler.enable()  # a crash prints where it happened")
-        if record["status"] == Status.TIMEOUT:
+        if record.status == Status.TIMEOUT:
             lines.append("    faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)  # a hang: the stacks, exit 1")
         return "\n".join([*lines, FAILURE.format(prepare=prepare, target=target)])
-    against = BackendName.loose(record.get("judged_against") or "").device or "cpu"  # eager there: the reference
+    against = BackendName.loose(record.judged_against or "").device or "cpu"  # eager there: the reference
     lines.append(DIVERGENCE.format(reference=mode.repro_call.format(run=mode.repro_graph, device=repr(against)),
                                    prepare=prepare, target=target))
     if oracle:
@@ -126,24 +129,23 @@ def _main(v: Variant, record: dict, failure: bool, oracle: bool, task: bool, ran
     return "\n".join([*lines, VERDICT_LINE])
 
 
-def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compare: dict, output_kind: str = "tensor",
+def reproducer(v: Variant, target: BackendSpec, record, title: str, compare, output_kind: str = "tensor",
                detection_adapter: bool = True, timeout_s: float = 300.0) -> str:
-    """The text of repro.py for variant ``v`` on backend ``target``, showing the bug of ``record``;
-    ``compare`` is the campaign's compare settings (tolerances, multiplier, far), ``timeout_s`` its
-    timeout (a hang is a run that outlasts it)."""
+    """The text of repro.py for variant ``v`` on backend ``target``, showing the bug of ``record`` (a
+    ``RunRecord`` or a row); ``compare`` is the campaign's compare settings (``Tolerances``, or a mapping of
+    tolerances, multiplier and far), ``timeout_s`` its timeout (a hang is a run that outlasts it)."""
+    record = record_of(record)
     cls = target.backend_cls()
-    failure = record["status"] in FAILED
-    task = not failure and record.get("symptom") in (Symptom.TASK, None) and record.get("task_agree") is not None \
-        and record["task_agree"] < 1
-    oracle = not failure and not task and record.get("verdict") in (Verdict.REFERENCE_DIVERGENT,
-                                                                     Verdict.ILL_CONDITIONED)
+    failure = record.status in FAILED
+    task = not failure and record.symptom in (Symptom.TASK, None) and record.task_agree is not None \
+        and record.task_agree < 1
+    oracle = not failure and not task and record.verdict in (Verdict.REFERENCE_DIVERGENT, Verdict.ILL_CONDITIONED)
     mode = mode_of(v.mode)
     random = mode.backward and draws_randomly(v.gm)
     boxes = output_kind == "boxes" and detection_adapter
     names = list(output_names(v))
-    checked = mode.shown_at(names, record.get("symptom"))
-    settings = Tolerances.from_dict(compare)
-    key = bug_key(record) if failure and record.get("backend") else None
+    settings = compare if isinstance(compare, Tolerances) else Tolerances.from_dict(compare)
+    key = bug_key(record.key_fields()) if failure and record.backend else None
     fed = [clone_exact(t) for t in v.inputs]  # as save_inputs writes them
     constants = [
         ("TITLE", title, True),
@@ -152,28 +154,18 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
         ("CLASS_PATH", None if cls.prepare_fn is not None else plugin_path(target), cls.prepare_fn is None),
         ("LAYOUTS", layouts(fed), True),
         ("PARAMS", trainable_parameters(v.gm) if mode.backward else None, mode.backward),
-        ("ERROR_TYPE", key["error_type"] if key else record.get("error_type"), failure),
-        ("TEMPLATE", key["template"] if key else template(record.get("message")), failure),
-        ("TIMEOUT_S", float(timeout_s), record["status"] == Status.TIMEOUT),
-        ("CHECKED", {i: str(names[i]) for i in checked}, not failure),
+        ("ERROR_TYPE", key["error_type"] if key else record.error_type, failure),
+        ("TEMPLATE", key["template"] if key else template(record.message), failure),
+        ("TIMEOUT_S", float(timeout_s), record.status == Status.TIMEOUT),
+        ("CHECKED", {i: str(names[i]) for i in mode.shown_at(names, record.symptom)}, not failure),
         ("TOLERANCES", {k: tuple(t) for k, t in settings.tolerances.items()}, not failure),
-        ("VERDICT", record.get("verdict"), oracle),
+        ("VERDICT", record.verdict, oracle),
         ("MULTIPLIER", settings.multiplier, oracle), ("FAR", settings.far, oracle),
         ("NAMES", names, task), ("OUTPUT_KIND", output_kind, task), ("DETECTION_ADAPTER", detection_adapter, task),
     ]
-    rules = _rules(record.get("message") if not key or key["template"] == template(record.get("message")) else
-                   record.get("cause")) if failure else ""
-    copy = SourceCopy({"TEMPLATE_RULES": rules} if failure else {}, separator="\n", stubs=STAGE_STUB)
-    prepare = copy.add(cls.prepare_fn if cls.prepare_fn is not None else prepare_plugin)
-    for name in mode.repro_helpers:  # what its fragment calls
-        copy.add(getattr(training, name))
-    for fn, wanted in ((prepare_eager_fp64, oracle),
-                       (canonicalize, task and boxes), (task_agreement, task),
-                       (repro_checks.exact, True), (repro_checks.host, True),
-                       (repro_checks.differs, not failure), (repro_checks.blame, oracle),
-                       (repro_checks.failure, failure)):
-        if wanted:
-            copy.add(fn)
+    rules = _rules(record.message if not key or key["template"] == template(record.message) else
+                   record.cause) if failure else None
+    copy, prepare = _copied(cls, mode, rules, oracle=oracle, task=task, boxes=boxes)
     forward, aliases = _forward_source(v)
     literals = "\n".join(f"{k} = {literal(val)!s}" for k, val, wanted in constants if wanted)
     imports = ("import sys", "import torch", *(["import faulthandler"] if failure else []))
@@ -185,10 +177,29 @@ def reproducer(v: Variant, target: BackendSpec, record: dict, title: str, compar
         ("        for name, t in weights.items():\n            self.register_buffer(name, t)\n" if v.tensors() else "")
         + "\n" + forward + "\n",
         copy.text(with_imports=False),
-        _main(v, record, failure, oracle, task, random, boxes),
+        _main(v, mode, record, failure, oracle, task, random, boxes),
         f"PREPARE = {prepare}\n" + ENTRY,
     ]
     return "\n\n".join(p.strip() for p in parts if p.strip()) + "\n"  # one screen: one blank line between parts
+
+
+def _copied(cls, mode: RunMode, rules: str | None, oracle: bool, task: bool, boxes: bool) -> tuple[SourceCopy, str]:
+    """The functions the script holds, copied verbatim (``source_copy``): the backend's ``prepare_fn`` (or the
+    plug-in class's loader), what the mode's fragment calls, and the checks it makes; and the name it runs the
+    backend by. ``rules``: a failure's template rules (None for a divergence)."""
+    failure = rules is not None
+    copy = SourceCopy({"TEMPLATE_RULES": rules} if failure else {}, separator="\n", stubs=STAGE_STUB)
+    prepare = copy.add(cls.prepare_fn if cls.prepare_fn is not None else prepare_plugin)
+    for name in mode.repro_helpers:  # what its fragment calls
+        copy.add(getattr(training, name))
+    for fn, wanted in ((prepare_eager_fp64, oracle),
+                       (canonicalize, task and boxes), (task_agreement, task),
+                       (repro_checks.exact, True), (repro_checks.host, True),
+                       (repro_checks.differs, not failure), (repro_checks.blame, oracle),
+                       (repro_checks.failure, failure)):
+        if wanted:
+            copy.add(fn)
+    return copy, prepare
 
 
 def layouts(inputs) -> list:

@@ -9,7 +9,9 @@ import torch
 from gapfuzz.core.bugs import FAILED, Status, Symptom
 from gapfuzz.core.codegen import comment, docstring
 from gapfuzz.core.ir import Variant
+from gapfuzz.fuzzer.repro.record import record_of
 from gapfuzz.fuzzer.repro.reproducers.literals import SPECIAL_HELPER, generated, inlinable, torch_literal
+from gapfuzz.results.schema import RunRecord
 from gapfuzz.workers.run.registry import BackendSpec
 
 INDEX_OPS = {"argmax", "argmin", "sort", "topk", "kthvalue", "mode", "max", "min", "median", "nanmedian", "cummax",
@@ -22,7 +24,7 @@ class Case:
 
     v: Variant
     target: BackendSpec
-    record: dict
+    record: RunRecord  # a row of one is typed on the way in
     title: str
     check: str  # "nonfinite" (NaN/Inf pattern), "exact" (integers), "close" (within tolerance), "raises"
     tolerance: tuple = (1.3e-6, 1e-5)  # (rtol, atol) at the output's dtype
@@ -31,6 +33,9 @@ class Case:
     phrase: str = ""  # the fixed start of the failure's message template
     class_path: str = ""  # a plug-in stack's ``module:Class``
     timeout_s: float = 300.0  # the campaign's: a hang is a run that outlasts it
+
+    def __post_init__(self):
+        self.record = record_of(self.record)
 
 
 @dataclass
@@ -51,23 +56,23 @@ def compares(case: Case) -> bool:
     return not _is_failure(case) and case.check != "raises"
 
 
-def check_of(record: dict, symptom: str) -> str:
+def check_of(record: RunRecord, symptom: str) -> str:
     if str(symptom).startswith(Symptom.MISSING_ERROR):
         return "raises"  # eager checks the input and raises; the stack returns
     if symptom in (Symptom.NONFINITE, Symptom.GRAD_NONFINITE):
         return "nonfinite"
-    return "exact" if symptom == Symptom.INTEGER or str(record.get("output_dtype") or "").startswith(
+    return "exact" if symptom == Symptom.INTEGER or str(record.output_dtype or "").startswith(
         ("int", "uint", "bool")) else "close"
 
 
 def _doc(case: Case, needs: str) -> str:
     r = case.record
-    return docstring(f'{case.title}\n\nFound by gapfuzz (campaign {r.get("campaign")}, variant {r.get("variant_id")}). '
+    return docstring(f'{case.title}\n\nFound by gapfuzz (campaign {r.campaign}, variant {r.variant_id}). '
                      f'Needs {needs}.\nExit status 1 while the bug is present, 0 once it is fixed.')
 
 
 def _is_failure(case: Case) -> bool:
-    return case.record["status"] in FAILED
+    return case.record.status in FAILED
 
 
 def _raises(call: str, case: Case, indent: str = "") -> str:
@@ -76,7 +81,7 @@ def _raises(call: str, case: Case, indent: str = "") -> str:
     matches = f"type(e).__name__ == {case.error_type!r}" + (f" and {case.phrase!r} in str(e)" if case.phrase else "")
     watchdog = ("import faulthandler", "", f"TIMEOUT_S = {float(case.timeout_s)!r}  # the campaign's timeout",
                 "faulthandler.dump_traceback_later(TIMEOUT_S, exit=True)  # a hang: the stacks, exit 1", "") \
-        if case.record["status"] == Status.TIMEOUT else ()
+        if case.record.status == Status.TIMEOUT else ()
     return "\n".join(indent + x if x else x for x in (
         *watchdog,
         "try:", f"    {call}", "except Exception as e:", '    print(f"{type(e).__name__}: {e}")',
@@ -86,7 +91,7 @@ def _raises(call: str, case: Case, indent: str = "") -> str:
 def dropped_check(eager: str | None, target: str, case: Case) -> list[str]:
     """Lines for a missing check: eager raises on these inputs (run with ``eager``, or quoted where the
     script has no torch), the stack's ``target`` call returns: exit 1; it raises too: exit 0."""
-    said = ((case.record.get("message") or "").splitlines() or [""])[0]
+    said = ((case.record.message or "").splitlines() or [""])[0]
     lines = [comment(f"PyTorch eager raises here: {said}")]
     if eager:
         lines += ["try:", f"    {eager}", "except Exception as e:",

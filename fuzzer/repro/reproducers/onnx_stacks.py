@@ -55,7 +55,7 @@ def _onnx_forms(case: Case, run: str, needs: str, imports: list, setup: list, ru
         model = _onnx_model(case, dict(case.options))
     except Exception:  # noqa: BLE001 - the exporter cannot take it: the generic reproducer will
         return []
-    compile_only = _is_failure(case) and case.record.get("stage") in ("convert", "compile") and prepare
+    compile_only = _is_failure(case) and case.record.stage in ("convert", "compile") and prepare
     feed = exp = ""
     if not compile_only:
         expected = _expected(case) if compares(case) else []
@@ -95,7 +95,7 @@ def onnxruntime(case: Case) -> list[Script]:
                         ["import onnxruntime as ort"], setup,
                         ["the ONNX model built with onnx.helper, run with the session options that showed the bug"],
                         prepare=session)
-    if _is_failure(case) and case.record.get("stage") == "convert":  # the exporter's gap: torch.onnx's own script
+    if _is_failure(case) and case.record.stage == "convert":  # the exporter's gap: torch.onnx's own script
         export = (f"torch.onnx.export(Model(), inputs, dynamo=True, opset_version={case.options.get('opset')!r}, "
                   f"optimize={case.options.get('optimize', True)!r})")
         forms += from_torch(case, "torch.onnx.export", "torch, onnx and onnxscript (the exporter)", [], export, "",

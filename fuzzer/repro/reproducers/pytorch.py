@@ -33,7 +33,7 @@ def torch_compile(case: Case) -> list[Script]:
         if args is None:
             return out
         mode = mode_of(case.v.mode)
-        ran = str(case.record.get("torch_version") or torch.__version__).split("+")[0]  # the release it ran under
+        ran = str(case.record.torch_version or torch.__version__).split("+")[0]  # the release it ran under
         lines = [_doc(case, f"torch {ran}"), "import sys",
                  *(["from math import inf, nan"] if needs_nan_names(args) else []), "", "import torch",
                  *(["from torch._dynamo.utils import same"] if compares(case) else []),

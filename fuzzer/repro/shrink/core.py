@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -116,14 +115,3 @@ class Shrinker:
     def report(self) -> dict:
         return {"calls": self.calls, "final_size": size(self.current),
                 "passes": {k: vars(v) for k, v in self.stats.items()}}
-
-
-def counted(predicate) -> tuple:
-    """Wrap a predicate to count its calls by outcome (for the benchmark against other minifiers)."""
-    counts: Counter = Counter()
-
-    def wrapped(*args):
-        ok = bool(predicate(*args))
-        counts[ok] += 1
-        return ok
-    return wrapped, counts

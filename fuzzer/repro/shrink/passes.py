@@ -1,4 +1,4 @@
-"""Shrinking passes over a variant; each proposes candidates through ``Shrinker.consider``.
+"""Shrinking passes over a variant (and one over its recipe); each proposes candidates through ``Shrinker.consider``.
 
 Removing a node never changes what its consumers see: the node becomes a graph input that
 carries its value on the reference (PyTorch's minifier does the same in delta debugging), so
@@ -15,8 +15,11 @@ import torch.fx as fx
 
 from gapfuzz.core.bugs import INPUT, MISSING, kernel_op
 from gapfuzz.core.ir import Variant, clone_exact, target_name
+from gapfuzz.fuzzer.generate import replay
+from gapfuzz.fuzzer.recipe import Recipe
 from gapfuzz.fuzzer.repro.shrink.core import Shrinker
 from gapfuzz.workers.judge.interpret import node_values, prefix_graph
+from gapfuzz.workers.run.probes import Probe, probed
 
 
 def _calls(v: Variant, values: dict) -> list[fx.Node]:
@@ -269,6 +272,24 @@ def with_tensor(v: Variant, name: str, value: torch.Tensor) -> Variant:
     graph = fx.Graph()
     graph.output(graph.graph_copy(v.gm.graph, {}))
     return Variant(fx.GraphModule(root, graph), v.inputs, v.output_names, mode=v.mode)
+
+
+def dropping_mutations(recipe: Recipe, max_params, probe: Probe):
+    """A recipe-level pass: remove mutations one at a time (last first) while the bug stays; the recipe keeps
+    what is left (its count is the pass's accepted candidates). Each candidate is the recipe replayed without
+    one mutation on the bug's probe, considered as not larger than the current variant: a mutation that only
+    lays an input out differently changes no size, and stays if the bug needs it."""
+    def drop_mutations(sh: Shrinker) -> None:
+        for i in reversed(range(len(recipe.mutations))):
+            fewer = Recipe(recipe.seed, recipe.mutations[:i] + recipe.mutations[i + 1:], recipe.rng, recipe.mode,
+                           recipe.train_layers)
+            try:
+                candidate = probed(replay(fewer, max_params), probe)
+            except Exception:  # noqa: BLE001 - later mutations may need earlier ones; keep them then
+                candidate = None
+            if sh.consider(candidate, no_larger=True):
+                recipe.mutations = fewer.mutations
+    return drop_mutations
 
 
 STRUCTURE = [truncate, delta_debug, drop_outputs]  # fewer calls
