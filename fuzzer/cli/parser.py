@@ -142,7 +142,7 @@ EXAMPLES = {  # each command's --help ends with one
     "seeds list": "gapfuzz seeds list --source timm --filter 'test_*'",
     "seeds scan": "gapfuzz seeds scan --source timm --out runs/seed-scan",
     "repro": "gapfuzz repro runs/default c-2d5690b0fb   (a cluster id from gapfuzz triage)",
-    "explain": "gapfuzz explain runs/default d-bfb0",
+    "explain": "gapfuzz explain runs/default d-72ef",
     "mutators": "gapfuzz mutators",
     "backends": "gapfuzz backends --filter '*@cpu'",
 }
