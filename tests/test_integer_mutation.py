@@ -144,3 +144,28 @@ def test_a_fault_an_int16_chain_reaches_is_found_with_the_defaults_and_unmutated
     backends = skipped.loc[skipped["variant_id"].str.endswith("#0"), "backend"].nunique()  # the seed itself ran
     assert mutated["variant_id"].nunique() == 3 and len(mutated) == 3 * backends and backends >= 3
     assert (mutated["status"] == "skipped").all() and (mutated["stage"] == "mutate").all()
+
+
+VALUES = """
+name: narrow-values
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/amax/int16/*", "ops/amin/int16/*", "ops/argmax/int16/*", "ops/max/int16/*"]}
+variants: {per_seed: 8, mutations: 2}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets: [{class: "tests.integer_backends:NarrowChainValues", device: cpu}]
+pools: {cpu: {workers: 2}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.slow  # 60-90 s on two cores; test_probe_kinds guards the roles and corners it needs
+@pytest.mark.ray
+def test_a_fault_only_values_past_127_in_an_int16_chain_reach_is_found_by_the_integer_probes(tmp_path, local_ray):
+    """Before: a mutated chain's int16 input was an index, fed only its own small values in other orders."""
+    run = run_campaign(VALUES, tmp_path / "run")
+    found = run.clusters()
+    shown = found[["cluster", "symptom", "first_div_op", "backends", "probes"]]
+    assert len(found) == 1 and found["backends"].iloc[0] == ["narrow-chain-values@cpu"], shown
+    assert all(p.startswith("integer:") for p in found["probes"].iloc[0]), shown

@@ -163,6 +163,7 @@ run: {repeats: 1}
 """
 
 
+@pytest.mark.slow  # two campaigns, 140 s on two cores; the unit tests above guard the probes, test_edges the verdict
 @pytest.mark.ray
 def test_a_compiled_stack_that_reads_past_an_index_is_one_missing_check_per_operator(tmp_path, local_ray):
     run = run_campaign(BOUNDS, tmp_path / "run")
