@@ -31,6 +31,11 @@ def _counts(values: pd.Series) -> str:
     return ", ".join(f"{v} ({n})" for v, n in counts.head(MOST).items()) + more
 
 
+def _short(value, most: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
 def _identity(keys: pd.DataFrame, kind: str) -> list[str]:
     """The columns of a key table its id hashes, by field: a divergence's symptom as its class."""
     fields = FAILURE_FIELDS if kind == Kind.FAILURE else DIVERGENCE_FIELDS
@@ -45,7 +50,7 @@ def key_lines(cluster, parts) -> list[str]:
         value = parts.get("symptom_class", parts.get(f)) if f == "symptom" else parts.get(f, MISSING)
         if value is None or value != value or value == MISSING:
             value = "- (not part of this key)"
-        elif f == "symptom" and len(cluster.get("symptoms") or ()) > 1:
+        elif f == "symptom" and list(cluster.get("symptoms") or ()) not in ([], [value]):
             value = f"{value} (the class of what the node showed: {', '.join(cluster['symptoms'])})"
         lines.append(f"  {f:<14} {value}")
     return lines
@@ -94,8 +99,8 @@ def apart_lines(cid: str, kind: str, keys: pd.DataFrame, prepared: pd.DataFrame)
     own = keys[mine].iloc[0]
     lines = ["", "kept apart at the same node or failing op (the key fields that differ):"]
     for other, row in keys[near].drop_duplicates("cluster").head(MOST).iterrows():
-        differ = [f"{c.replace('symptom_class', 'symptom')} {row[c]} (here {own[c]})" for c in columns
-                  if row[c] != own[c]]
+        differ = [f"{c.replace('symptom_class', 'symptom')} {_short(row[c])} (here {_short(own[c])})"
+                  for c in columns if row[c] != own[c]]
         lines.append(f"  {row['cluster']}: {'; '.join(differ)}")
     return lines
 
