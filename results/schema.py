@@ -107,6 +107,9 @@ class RunRecord:
     bisect_error: str | None = None  # why no culprit was had, or where it was inherited from
     explanation: str | None = None  # core.bugs.Explanation: the hypothesis eager shows it with (workers.judge.explain)
     explain_ratio: float | None = None  # the target's error over eager's under that hypothesis
+    # a torch.compile divergence under PyTorch's own rule (torch._dynamo.utils.same against float64, default tol):
+    # False it fails that too, True it passes (explained within-torch-same); null: not checked
+    torch_same: bool | None = None
     task_metric: str | None = None
     task_agree: float | None = None
     top5_agree: float | None = None

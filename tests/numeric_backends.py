@@ -151,6 +151,24 @@ def _blocked_sum(x, dim=None, keepdim=False, dtype=None):
     return out - tail.reshape(out.shape)
 
 
+class SequentialSum(Backend):
+    """A whole-tensor ``sum`` accumulated element by element in its own dtype: a legal order, less exact
+    than eager's blocked one, within a sum's error bound (``workers.judge.reduction``)."""
+
+    name = "sequential-sum"
+
+    def prepare(self, gm, example_inputs, device):
+        return _retargeted(gm, (aten.sum.default,), _sequential_sum)
+
+
+def _sequential_sum(x, dtype=None):
+    flat = x.flatten().to(dtype or x.dtype)
+    acc = flat.new_zeros(())
+    for v in flat:
+        acc = acc + v
+    return acc
+
+
 class SlowEager(Backend):
     """Eager, after ``seconds`` of preparing: a stack slow enough to be stopped between two runs."""
 

@@ -157,7 +157,7 @@ def test_one_ulp_feeding_floor_is_amplified_not_blamed(sandbox):
     mul = next(n.name for n in v.gm.graph.nodes if n.op == "call_function" and "mul" in n.name)
     out = _run(sandbox, v, _plugin("NudgeOneUlp", node=mul))
     assert out.status == "mismatch"
-    assert out.verdict == "amplified" and out.amplified
+    assert out.verdict == "amplified" and out.amplified and out.explanation == "amplified"
     assert out.amplifier_node.startswith("floor")
 
 

@@ -7,33 +7,36 @@ ceil(log2(nodes)) compiles. Before any node, the graph's inputs as the stack rec
 identity graph through it) are checked: a stack that mishandles an input's layout, alias or dtype
 is located at the input (``input:<name>``, op ``input:<layout>``). The located node's own symptom
 (``node_symptom``) is the divergence's identity (``core.bugs``), whatever the model around it made
-of it. At that node the inputs are checked too: a divergence that is at
-rounding level on the inputs and blown up by a discontinuous op (floor, a cast to an integer,
-a comparison, argmax over near-ties) is *amplified rounding*, not a defect of the target.
+of it. At that node the inputs are checked too, each side against the float64 oracle (two float32
+orders of a long dot product can be many tolerances apart from each other and equally near the
+exact result): a divergence whose inputs the target computes no worse than the reference and that a
+discontinuous op (round, floor, a cast to an integer, a comparison, argmax over near-ties) blows up is
+*amplified rounding* (``Explanation.AMPLIFIED``), not a defect of the target; where the target's inputs
+are already worse, the finding moves back to the node that made them so. A located reduction whose
+operands agree and whose result is within its error bound (``workers.judge.reduction``) is a
+summation order (``Explanation.REDUCTION_ORDER``), not a defect either.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 import torch
 
-from gapfuzz.core.bugs import INPUT, BugKey, Symptom, Verdict
+from gapfuzz.core.bugs import INPUT, BugKey, Explanation, Symptom, Verdict
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.workers.judge.compare import attribute, compare
-from gapfuzz.workers.judge.interpret import candidate_nodes, node_values, prefix_graph, tensor_inputs
+from gapfuzz.workers.judge.discontinuity import all_values, amplifies, is_discontinuous
+from gapfuzz.workers.judge.interpret import (
+    candidate_nodes,
+    identity_graph,
+    layout_of,
+    node_values,
+    prefix_graph,
+    tensor_inputs,
+)
+from gapfuzz.workers.judge.reduction import node_within_bound
 
-aten = torch.ops.aten
-DISCONTINUOUS = {
-    aten.floor.default, aten.ceil.default, aten.round.default, aten.round.decimals, aten.trunc.default,
-    aten.sign.default, aten.eq.Tensor, aten.eq.Scalar, aten.ne.Tensor, aten.ne.Scalar, aten.lt.Tensor,
-    aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar, aten.gt.Tensor, aten.gt.Scalar, aten.ge.Tensor,
-    aten.ge.Scalar, aten.argmax.default, aten.argmin.default, aten.sort.default, aten.sort.stable,
-    aten.topk.default, aten.max.dim, aten.min.dim, aten.remainder.Tensor, aten.remainder.Scalar,
-    aten.fmod.Tensor, aten.fmod.Scalar, aten.floor_divide.default, aten.div.Tensor_mode,
-    aten.bucketize.Tensor, aten.searchsorted.Tensor, aten.argsort.default, aten.argsort.stable,
-}
 GROWTH_POINTS = 48
 
 
@@ -44,6 +47,7 @@ def align_case(seed_id: str, key: BugKey, output_dtype: str | None = None) -> st
 
 
 LOCATION_FIELDS = ("first_div_node", "first_div_op", "amplified", "grad_ops", "node_symptom", "node_dtype")
+BENIGN_AT_NODE = (Explanation.AMPLIFIED, Explanation.REDUCTION_ORDER)  # what tier 2 explains at the node
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Location:
     grad_ops: tuple = ()  # training: the backward operators of the located node
     symptom: str | None = None  # what differs at the node (core.bugs.Symptom)
     dtype: str | None = None  # the node's dtype
+    explanation: str | None = None  # what explains the divergence at the node (``BENIGN_AT_NODE``)
 
     @property
     def done(self) -> bool:
@@ -66,8 +71,9 @@ class Location:
     @classmethod
     def of(cls, variant_id: str, record) -> Location:
         """Where a located record's divergence is (a ``results.schema.RunRecord``)."""
+        explained = record.explanation if record.explanation in BENIGN_AT_NODE else None
         return cls(variant_id, record.first_div_node, record.first_div_op, bool(record.amplified),
-                   tuple(record.grad_ops or ()), record.node_symptom, record.node_dtype)
+                   tuple(record.grad_ops or ()), record.node_symptom, record.node_dtype, explained)
 
     def inherit(self, record) -> None:
         """A run of the same case takes this location, and says so (``align_error``)."""
@@ -77,6 +83,8 @@ class Location:
             record.update(first_div_node=self.node, first_div_op=self.op, amplified=self.amplified,
                           node_symptom=self.symptom, node_dtype=self.dtype,
                           align_error=f"not run: inherited from {self.variant_id}, located at {self.op}")
+            if self.explanation and not record.explanation:
+                record.explanation = self.explanation
         else:
             record.align_error = f"not run: being located on {self.variant_id}"
 
@@ -105,14 +113,6 @@ class AlignLedger:
             self.cases.pop(case, None)
 
 
-def is_discontinuous(node, value, inputs: list) -> bool:
-    """A step function of its inputs: rounding, comparison, selection, or a float-to-integer cast."""
-    if node.target in DISCONTINUOUS:
-        return True
-    floats_in = any(v.is_floating_point() for v in inputs if isinstance(v, torch.Tensor))
-    return isinstance(value, torch.Tensor) and not value.is_floating_point() and floats_in
-
-
 class Aligner:
     """Locate the first divergent node of one target on one variant."""
 
@@ -122,11 +122,13 @@ class Aligner:
         self.s = settings
         self.wanted = symptom  # what the run shows: a NaN-pattern divergence starts where NaNs differ
         self.ref = node_values(variant.gm, variant.inputs, device=reference_device)
-        self.oracle = node_values(variant.gm, variant.inputs, widen=True)
+        self.oracle = all_values(variant.gm, variant.inputs, widen=True)  # placeholders and weights too
         self.nodes = candidate_nodes(variant.gm, self.ref)
         self.prepares = 0
         self.growth: dict[str, float] = {}
         self.symptoms: dict[str, object] = {}  # node -> its Closeness against the reference, as _diverges measured it
+        self.diverged: set[str] = set()
+        self.captured: dict | None = None  # every node's value on the target, for a stack run node by node
 
     def _diverges(self, name: str, value) -> bool:
         """Whether the target diverges at node ``name`` the way the run does: a run whose output differs in
@@ -137,7 +139,10 @@ class Aligner:
         self.symptoms[name] = v.closeness
         if v.verdict != Verdict.TARGET_DIVERGENT:
             return False
-        return self.wanted in (None, Symptom.NUMERIC) or v.closeness.symptom != Symptom.NUMERIC
+        bad = self.wanted in (None, Symptom.NUMERIC) or v.closeness.symptom != Symptom.NUMERIC
+        if bad:
+            self.diverged.add(name)
+        return bad
 
     def _run(self, gm) -> list:
         """``gm`` prepared by the target and called once on the variant's inputs: its outputs on the host."""
@@ -151,9 +156,9 @@ class Aligner:
         node = self.nodes[k]
         return self._run(prefix_graph(self.v.gm, node.name, [a.name for a in tensor_inputs(node, self.ref)]))
 
-    def by_bisection(self) -> tuple[int, dict]:
-        """Smallest k whose prefix diverges, assuming divergence persists once it starts."""
-        lo, hi, seen = 0, len(self.nodes) - 1, {}
+    def by_bisection(self, hi: int | None = None) -> tuple[int, dict]:
+        """Smallest k (up to ``hi``) whose prefix diverges, assuming divergence persists once it starts."""
+        lo, hi, seen = 0, len(self.nodes) - 1 if hi is None else hi, {}
         while lo < hi:
             mid = (lo + hi) // 2
             try:
@@ -170,12 +175,14 @@ class Aligner:
                 seen[lo] = None
         return lo, seen
 
-    def by_capture(self) -> tuple[int, dict]:
-        """Every node's value from one node-by-node run on the target device."""
-        target = node_values(self.v.gm, self.v.inputs, device=self.device)
-        self.prepares = 1
-        first = len(self.nodes) - 1
-        for k, n in enumerate(self.nodes):
+    def by_capture(self, hi: int | None = None) -> tuple[int, dict]:
+        """Every node's value from one node-by-node run on the target device (the first such run's)."""
+        if self.captured is None:
+            self.captured = node_values(self.v.gm, self.v.inputs, device=self.device)
+            self.prepares = 1
+        target = self.captured
+        first = len(self.nodes) - 1 if hi is None else hi
+        for k, n in enumerate(self.nodes[:first + 1]):
             if self._diverges(n.name, target[n.name]):
                 first = k
                 break
@@ -207,19 +214,55 @@ class Aligner:
         at_input = None if capture_nodes else self.by_inputs()
         if at_input:
             return at_input
-        k, seen = self.by_capture() if capture_nodes else self.by_bisection()
+        search = self.by_capture if capture_nodes else self.by_bisection
+        k, seen = search()
+        values = seen.get(k)
+        if values and self._steps(self.nodes[k], values) and not self._inputs_agree(self.nodes[k], values) and k:
+            self.wanted = None  # its inputs are already worse than the reference's: the node that made them so
+            j, earlier = search(k - 1)
+            if self.nodes[j].name in self.diverged:
+                k, values = j, earlier.get(j)
+        return self._result(k, values)
+
+    def _steps(self, node, values: list) -> bool:
+        """A discontinuous node at which the divergence grows past tolerance."""
+        return is_discontinuous(node, values[0], values[1:]) and self.growth.get(node.name, 0) > 1.0
+
+    def _inputs_agree(self, node, values: list) -> bool:
+        """Whether the target computes ``node``'s inputs no worse than the reference does, each side against the
+        float64 oracle (``attribute``), or within a reduction's error bound: two orders of a long dot product
+        may be tolerances apart and equally near the exact result."""
+        ins = tensor_inputs(node, self.ref)
+        if not ins:
+            return True
+        if attribute(values[1:], [self.ref[a.name] for a in ins], [self.oracle[a.name] for a in ins],
+                     self.s).verdict != Verdict.TARGET_DIVERGENT:
+            return True
+        return all(node_within_bound(a, v, self.oracle, self.s) is not None or
+                   compare([v], [self.ref[a.name]], self.s).passed for a, v in zip(ins, values[1:]))
+
+    def _explained(self, node, values: list | None) -> dict:
+        """What explains the divergence at the located ``node`` (its target value and inputs ``values``):
+        amplified rounding, a reduction's order, or nothing."""
+        if not values:
+            return {}
+        if self._steps(node, values) and self._inputs_agree(node, values) and amplifies(values, self._ref_of(node)):
+            return {"amplified": True, "amplifier_node": node.name, "explanation": str(Explanation.AMPLIFIED)}
+        ratio = node_within_bound(node, values[0], self.oracle, self.s) if self._inputs_agree(node, values) else None
+        if ratio is not None:
+            return {"amplified": False, "explanation": str(Explanation.REDUCTION_ORDER), "explain_ratio": ratio}
+        return {"amplified": False}
+
+    def _ref_of(self, node) -> list:
+        return [self.ref[node.name], *[self.ref[a.name] for a in tensor_inputs(node, self.ref)]]
+
+    def _result(self, k: int, values: list | None) -> dict:
         node = self.nodes[k]
         result = {"first_div_node": node.name, "first_div_op": str(node.target), "align_prepares": self.prepares}
-        values = seen.get(k)
         close = self.symptoms.get(node.name)
         if values and close is not None and not close.passed:
             result.update(node_symptom=str(close.symptom), node_dtype=close.output_dtype)
-        if values:
-            ins = tensor_inputs(node, self.ref)
-            in_ratio = compare(values[1:], [self.ref[a.name] for a in ins], self.s).tol_ratio if ins else math.inf
-            amplified = is_discontinuous(node, values[0], values[1:]) and in_ratio <= 1.0 and \
-                self.growth.get(node.name, 0) > 1.0
-            result.update(amplified=amplified, amplifier_node=node.name if amplified else None)
+        result.update(self._explained(node, values))
         order = {n.name: i for i, n in enumerate(self.nodes)}
         points = sorted(self.growth.items(), key=lambda kv: order[kv[0]])
         if len(points) > GROWTH_POINTS:
@@ -227,39 +270,6 @@ class Aligner:
             points = [points[int(i * step)] for i in range(GROWTH_POINTS)]
         result["div_growth"] = json.dumps([[n, str(self.nodes[order[n]].target), round(r, 6)] for n, r in points])
         return result
-
-
-def identity_graph(gm) -> tuple:
-    """A graph that returns a copy of each tensor input of ``gm``, and the (position, name) of each."""
-    import torch.fx as fx
-
-    graph, names, outs = fx.Graph(), [], []
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for i, n in enumerate(placeholders):
-        p = graph.placeholder(n.name)
-        p.meta = dict(n.meta)
-        value = n.meta.get("val")
-        if value is None or isinstance(value, torch.Tensor):
-            outs.append(graph.call_function(aten.clone.default, (p,)))
-            names.append((i, n.name))
-    graph.output(tuple(outs))
-    return fx.GraphModule(torch.nn.Module(), graph), names
-
-
-def layout_of(inputs: tuple, i: int) -> str:
-    """How input ``i`` lies in memory, in the few classes a stack gets wrong: ``aliased`` (its storage is
-    another input's), ``non-contiguous`` (a transposed, channels-last, strided or expanded view),
-    ``offset`` (contiguous from a storage offset), else ``contiguous``."""
-    t = inputs[i]
-    if not isinstance(t, torch.Tensor) or t.numel() == 0:
-        return "contiguous"
-    ptr = t.untyped_storage().data_ptr()
-    if any(isinstance(o, torch.Tensor) and o.numel() and j != i and o.untyped_storage().data_ptr() == ptr
-           for j, o in enumerate(inputs)):
-        return "aliased"
-    if not t.is_contiguous():
-        return "non-contiguous"
-    return "offset" if t.storage_offset() else "contiguous"
 
 
 def ask(fn, *args):

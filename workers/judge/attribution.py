@@ -19,11 +19,10 @@ from gapfuzz.core.bugs import COMPLETED, Stage, Status, Symptom, Verdict, bug_ke
 from gapfuzz.workers.judge.align import ask as _ask
 from gapfuzz.workers.judge.compare import compare
 from gapfuzz.workers.judge.culprit import KERNEL_OR_CONVERSION, OPTIMISER, Culprit
+from gapfuzz.workers.judge.pytorch_rule import TORCH_COMPILERS
 from gapfuzz.workers.run.budget import BISECTING
 from gapfuzz.workers.run.probes import EXAMPLE, Probe
 from gapfuzz.workers.run.sandbox import Fault
-
-TORCH_COMPILERS = ("inductor", "aot_autograd")
 
 
 def _finding(o) -> str | None:

@@ -2,9 +2,11 @@
 
 On each probe the reference ran cleanly (``PROBE_CHAIN``, on the targets' completed runs): closeness
 against the reference, blamed with the oracle (tier 1); task agreement (tier 3); the explanations
-that need no new run (the platform's, then TF32's); the consensus of independent stacks against
-eager; the hypotheses tested on eager (``workers.judge.explain``); the location of the first divergent
-node (tier 2, ``workers.judge.align``). Then, over the whole variant (``VARIANT_CHAIN``), the culprit
+that need no new run (a training loss within its error bound, the platform's, then TF32's); the
+consensus of independent stacks against eager; the hypotheses tested on eager (``workers.judge.explain``);
+PyTorch's own rule for a torch.compile divergence (``workers.judge.pytorch_rule``); the location of the
+first divergent node (tier 2, ``workers.judge.align``), which explains amplified rounding and a
+reduction's order at the node. Then, over the whole variant (``VARIANT_CHAIN``), the culprit
 inside a compiler (``workers.judge.attribution``). Each pass says what it applies to and the columns it
 writes (``workers.judge.passes``); the order is the chain's: consensus leaves out what the platform
 explains, and the hypotheses leave out what the consensus blames on eager. The passes that run in the
@@ -17,10 +19,10 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-from gapfuzz.core.bugs import GRADIENT_SYMPTOMS, Status, Verdict, bug_key
+from gapfuzz.core.bugs import GRADIENT_SYMPTOMS, Explanation, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.modes import MODES
 from gapfuzz.results.schema import RunRecord
-from gapfuzz.workers.judge.align import LOCATION_FIELDS, Location, align_case
+from gapfuzz.workers.judge.align import BENIGN_AT_NODE, LOCATION_FIELDS, Location, align_case
 from gapfuzz.workers.judge.align import ask as _ask
 from gapfuzz.workers.judge.attribution import attributable, attribute_findings
 from gapfuzz.workers.judge.compare import Closeness, compare
@@ -28,6 +30,8 @@ from gapfuzz.workers.judge.comparisons import DIVERGED, platform_explains, tf32_
 from gapfuzz.workers.judge.consensus import find_consensus
 from gapfuzz.workers.judge.culprit import FIGURES
 from gapfuzz.workers.judge.passes import Pass, PassManager
+from gapfuzz.workers.judge.pytorch_rule import TORCH_COMPILERS, WITHIN_SAME, torch_same
+from gapfuzz.workers.judge.reduction import loss_within_bound
 from gapfuzz.workers.run.budget import ALIGNING, BISECTING, EXPLAINING
 from gapfuzz.workers.run.training import GRAD
 
@@ -85,6 +89,16 @@ def judge_task(c: Judging, runs: list) -> None:
         c.judges[(o.judged_against, bool(o.tf32))].task(o, c.outputs(o))
 
 
+def explain_loss(c: Judging, runs: list) -> None:
+    """A training run whose loss alone differs, within what its agreeing outputs and the loss's own sum
+    allow (``workers.judge.reduction.loss_within_bound``): a reduction's order, no defect."""
+    oracle = c.known.get((c.settings.oracle, c.probe.name)) if c.settings.oracle else None
+    for o in runs:
+        ratio = loss_within_bound(c.outputs(o), c.reference(o), oracle, c.request.output_names, c.judges.tol)
+        if ratio is not None:
+            o.explanation, o.explain_ratio = str(Explanation.REDUCTION_ORDER), ratio
+
+
 def explain_by_platform(c: Judging, runs: list) -> None:
     for o in runs:
         platform_explains(o, c.settings, c.here, c.job.outputs, c.judges.tol)
@@ -118,11 +132,22 @@ def explain_on_eager(c: Judging, runs: list) -> None:
         c.job.explain(o, c.specs[o.backend], c.probe, c.reference(o))
 
 
+def pytorch_rule(c: Judging, runs: list) -> None:
+    """A torch.compile divergence checked with PyTorch's own rule (``workers.judge.pytorch_rule``): which rule
+    it met, and explained where PyTorch's accepts it."""
+    oracle = c.known.get((c.settings.oracle, c.probe.name)) if c.settings.oracle else None
+    for o in runs:
+        o.torch_same = torch_same(c.outputs(o), c.reference(o), oracle)
+        if o.torch_same and o.explanation is None:
+            o.explanation = WITHIN_SAME
+
+
 def locate(c: Judging, runs: list) -> None:
     """Tier 2 once per (variant, backend, symptom): on the first probe that diverges so (it re-runs the
     graph node by node, which on a model costs more than all the probes); a later probe with the same
     symptom takes that location (a NaN probe's divergence has a location of its own: its cause is
-    seldom the example's). Amplified rounding is its own verdict."""
+    seldom the example's). Amplified rounding is its own verdict; it and a reduction's order, found at the
+    node, are the run's explanation."""
     for o in runs:
         first = c.located.get((o.backend, o.symptom))
         if first is not None:
@@ -142,6 +167,8 @@ def locate(c: Judging, runs: list) -> None:
 def _share_location(o: RunRecord, first: RunRecord) -> None:
     if first.first_div_op:
         o.update(**{k: getattr(first, k) for k in LOCATION_FIELDS})
+        if first.explanation in BENIGN_AT_NODE and not o.explanation:
+            o.update(explanation=first.explanation, explain_ratio=first.explain_ratio)
         o.align_error = f"not run: located on probe {first.probe}"
     else:
         o.align_error = f"not run: left to probe {first.probe} of this variant and backend"
@@ -182,12 +209,15 @@ LOCATION = (*LOCATION_FIELDS, "div_growth", "amplifier_node", "align_prepares", 
 CULPRIT = ("culprit", *FIGURES, "bisect_s", "bisect_compiles", "bisect_error")
 
 FORWARD_ONLY = tuple(str(m) for m in MODES if not m.backward)  # explanations emulate the forward alone
+TRAINING = tuple(str(m) for m in MODES if m.backward)
 
 PROBE_CHAIN = PassManager([
     Pass("closeness", judge_closeness, owns=CLOSENESS, revises=("status", "stage")),  # tier 1
     Pass("task", judge_task, owns=("task_metric", "task_agree", "top5_agree"),  # tier 3; not the oracle's run
          verdicts=frozenset(Verdict) - {Verdict.NO_REFERENCE, Verdict.ORACLE}),
-    Pass("platform", explain_by_platform, owns=EXPLANATION, verdicts=DIVERGED),
+    Pass("loss", explain_loss, owns=EXPLANATION, modes=TRAINING, verdicts=(*DIVERGED, Verdict.ILL_CONDITIONED),
+         when=lambda c, o: o.symptom == Symptom.NUMERIC),
+    Pass("platform", explain_by_platform, revises=EXPLANATION, verdicts=DIVERGED),
     Pass("consensus", consensus, owns=("consensus", "numpy_agrees"), revises=("verdict",),
          verdicts=(Verdict.TARGET_DIVERGENT,), when=lambda c, o: o.explanation is None),
     Pass("tf32", explain_by_tf32, revises=EXPLANATION, stage=EXPLAINING,
@@ -195,8 +225,11 @@ PROBE_CHAIN = PassManager([
     Pass("explain", explain_on_eager, revises=EXPLANATION, flag="explain", modes=FORWARD_ONLY, stage=EXPLAINING,
          verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT),
          when=lambda c, o: o.explanation is None and c.request.output_kind != "boxes"),  # boxes: canonical order
-    Pass("location", locate, owns=LOCATION, revises=("verdict",), flag="align",  # tier 2
-         verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT), stage=ALIGNING, note="align_error"),
+    Pass("pytorch rule", pytorch_rule, owns=("torch_same",), revises=("explanation",),
+         verdicts=(Verdict.TARGET_DIVERGENT,), when=lambda c, o: o.compiler in TORCH_COMPILERS),
+    Pass("location", locate, owns=LOCATION, revises=("verdict", *EXPLANATION), flag="align",  # tier 2
+         verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT), stage=ALIGNING, note="align_error",
+         when=lambda c, o: o.explanation != Explanation.REDUCTION_ORDER),  # a loss's: no node to look for
 ], given=("status", "stage"))
 
 VARIANT_CHAIN = PassManager([

@@ -123,3 +123,35 @@ def _by_name(gm: fx.GraphModule, name: str) -> fx.Node:
         if n.name == name:
             return n
     raise KeyError(name)
+
+
+def identity_graph(gm) -> tuple:
+    """A graph that returns a copy of each tensor input of ``gm``, and the (position, name) of each."""
+    aten = torch.ops.aten
+    graph, names, outs = fx.Graph(), [], []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, n in enumerate(placeholders):
+        p = graph.placeholder(n.name)
+        p.meta = dict(n.meta)
+        value = n.meta.get("val")
+        if value is None or isinstance(value, torch.Tensor):
+            outs.append(graph.call_function(aten.clone.default, (p,)))
+            names.append((i, n.name))
+    graph.output(tuple(outs))
+    return fx.GraphModule(torch.nn.Module(), graph), names
+
+
+def layout_of(inputs: tuple, i: int) -> str:
+    """How input ``i`` lies in memory, in the few classes a stack gets wrong: ``aliased`` (its storage is
+    another input's), ``non-contiguous`` (a transposed, channels-last, strided or expanded view),
+    ``offset`` (contiguous from a storage offset), else ``contiguous``."""
+    t = inputs[i]
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return "contiguous"
+    ptr = t.untyped_storage().data_ptr()
+    if any(isinstance(o, torch.Tensor) and o.numel() and j != i and o.untyped_storage().data_ptr() == ptr
+           for j, o in enumerate(inputs)):
+        return "aliased"
+    if not t.is_contiguous():
+        return "non-contiguous"
+    return "offset" if t.storage_offset() else "contiguous"
