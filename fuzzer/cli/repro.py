@@ -29,7 +29,7 @@ def cmd_repro(args) -> int:
                               against=tuple(args.against))
     except (ResultsError, ReproError) as e:
         raise UserError(str(e)) from None
-    if r.status == "not-reproduced" and not r.nodes_after:
+    if r.stopped_at == "confirm":  # the stage that found the bug gone (shrink.json says why)
         print(f"the cluster's representative did not show the bug again ({r.predicate_calls} tries): "
               f"not minimised; see {r.folder}/shrink.json")
         for note in r.notes:

@@ -28,7 +28,7 @@ from gapfuzz.fuzzer.repro.replayed import Replay, folder_of, representative, sta
 from gapfuzz.fuzzer.repro.report import bug_report, failure_words, title
 from gapfuzz.fuzzer.repro.reproducers.case import Case, Script, check_of
 from gapfuzz.fuzzer.repro.reproducers.stacks import native_scripts
-from gapfuzz.fuzzer.repro.shrink.core import Shrinker
+from gapfuzz.fuzzer.repro.shrink.core import Shrinker, announced
 from gapfuzz.fuzzer.repro.shrink.passes import STRUCTURE, VALUES, cut_after, dropping_mutations, isolating
 from gapfuzz.fuzzer.repro.verify import reproduced_by, verify
 
@@ -55,7 +55,7 @@ class Reproduction(Replay):
         self.t0 = time.perf_counter()
         self.claim()  # before any work: a folder of someone else's files is refused, not emptied
         try:
-            self.r = self.replay()
+            self.replayed = self.replay()  # the replay's stages: all a run of the variant needs
             self.begin()
             final, explained = self.minimise()
             if final is None:
@@ -71,12 +71,12 @@ class Reproduction(Replay):
 
     @stage("folder")
     def claim(self) -> None:
-        own_folder(self.out)
+        own_folder(self.out)  # new, empty, or a reproducer's
 
     @stage("folder")
     def begin(self) -> None:
         """The folder made the reproducer's: shrink.json from the start, whatever stops it."""
-        r, key = self.r, self.r.key
+        r, key = self.replayed, self.replayed.key
         self.mode = mode_of(r.variant.mode)  # asked once: whether its runs go backward
         self.out.mkdir(parents=True, exist_ok=True)
         self.result = ReproResult(str(self.out), ReproStatus.NOT_REPRODUCED, nodes_before=r.variant.node_count,
@@ -101,17 +101,17 @@ class Reproduction(Replay):
 
     @stage("predicate")
     def predicate(self):
-        """"Still this bug": checked in one warm worker; a crash, a hang or running out of memory (the process
-        goes) in a fresh one each."""
-        return self.r.same_bug(fresh=self.r.record.status in (Status.CRASH, *LIMITS))
+        """The predicate "still this bug": checked in one warm worker; a crash, a hang or running out of memory
+        (the process goes) in a fresh one each."""
+        return self.replayed.same_bug(fresh=self.replayed.record.status in (Status.CRASH, *LIMITS))
 
     @stage("confirm")
     def confirm(self) -> Shrinker | None:
         """The bug shown again: by the op the key names alone (one check, and the rest is gone), else by the
         graph cut after the located node, else by the whole variant; None when none shows it."""
-        r, say = self.r, self.say
+        r, say = self.replayed, self.say
         say(f"{r.record.variant_id} on {r.target.name}: {r.variant.node_count} operator calls; confirming the bug")
-        shrinker = Shrinker(r.variant, _announced(self.same_bug, say), max_calls=self.max_calls)
+        shrinker = Shrinker(r.variant, announced(self.same_bug, say), max_calls=self.max_calls)
         if shrinker.apply(isolating(r.key.op, r.record.first_div_node), "isolate"):
             say(f"the bug shows at {r.key.op} alone: {shrinker.current.node_count} operator call(s)")
             return shrinker
@@ -126,7 +126,7 @@ class Reproduction(Replay):
     def _start(self, predicate):
         """Where shrinking starts: the graph cut right after the located node, whose outputs then show the
         node's own symptom; else the whole variant. None when neither shows the bug."""
-        variant, record = self.r.variant, self.r.record
+        variant, record = self.replayed.variant, self.replayed.record
         node = record.first_div_node
         if node and record.symptom not in GRADIENT_SYMPTOMS and not self.mode.backward and \
                 any(n.name == node for n in variant.gm.graph.nodes if n.op == "call_function"):
@@ -146,7 +146,7 @@ class Reproduction(Replay):
     def shrink(self, shrinker: Shrinker):
         """The recipe's mutations the bug does not need dropped, then fewer calls (the values of what remains
         are cheaper to shrink), then smaller and simpler values."""
-        r = self.r
+        r = self.replayed
         shrinker.apply(dropping_mutations(r.recipe, r.campaign.capture.max_params, r.probe))
         shrinker.run(STRUCTURE)
         final = shrinker.run(VALUES)
@@ -161,7 +161,7 @@ class Reproduction(Replay):
     def explain(self, final) -> str | None:
         """What triage's hypotheses say of an unexplained divergence on the final graph (a behaviour is its
         explanation, not this cluster's defect); None for anything else."""
-        key = self.r.key
+        key = self.replayed.key
         unexplained = key.kind == Kind.DISCREPANCY and key["explanation"] == MISSING
         return self.same_bug.explanation(final) if unexplained else None
 
@@ -169,7 +169,7 @@ class Reproduction(Replay):
     def write(self, final, explained: str | None) -> tuple[Script, int, str]:
         """repro.py: the first form in the stack's own API that shows the bug in one fresh run, else the generic
         form (gapfuzz's own harness, copied, with inputs.pt); that run's count and output."""
-        r = self.r
+        r = self.replayed
         self.title = title(r.record, r.target.name, final)
         clear(self.out)
         case, self.check = self.case(final), self.checking()
@@ -186,14 +186,14 @@ class Reproduction(Replay):
     def checking(self) -> dict:
         """How a fresh run of repro.py is checked (``verify``'s arguments): the campaign's timeout, gapfuzz out
         of reach unless a plug-in class needs it, the exit statuses that are the bug, and the interpreter."""
-        r = self.r
+        r = self.replayed
         return dict(timeout=r.settings.timeout_s, block_gapfuzz=r.target.backend_cls().prepare_fn is not None,
                     reproduced=reproduced_by(r.record, r.key), hang_reproduces=r.record.status == Status.TIMEOUT,
                     python=r.python)
 
     def case(self, final) -> Case:
         """What the reproducer shows: the final graph on the target, the record's bug and how it is checked."""
-        r, key = self.r, self.r.key
+        r, key = self.replayed, self.replayed.key
         plugin = r.target.backend_cls().prepare_fn is None
         error_type, phrase = failure_words(key)
         dtype = str(r.record.output_dtype or "float32")
@@ -238,7 +238,7 @@ class Reproduction(Replay):
     def across(self) -> None:
         """A reproducer that shows the bug, run on each release of the target's stack the campaign ran and on
         those asked for; a note when the newest does not show it."""
-        r, result = self.r, self.result
+        r, result = self.replayed, self.result
         releases = [*campaign_releases(r.campaign.backends.all(), r.target), *r.against]
         if releases and result.failures:
             result.releases = check_releases(releases, lambda py: verify(self.out, 1, **{**self.check, "python": py}),
@@ -249,7 +249,7 @@ class Reproduction(Replay):
 
     @stage("report")
     def report(self, final, script: Script, output: str) -> None:
-        r, result = self.r, self.result
+        r, result = self.replayed, self.result
         inside(self.out, "report.md").write_text(bug_report(self.title, r.record, r.target, final, r.recipe,
                                                        (self.out / "repro.py").read_text(), output, result,
                                                        self.cluster, script))
@@ -300,16 +300,3 @@ def reproduce_cluster(run_dir, cluster_id: str, out_dir=None, max_calls: int = 3
 
 def _say(line: str) -> None:
     print(f"[repro] {line}", file=sys.stderr, flush=True)
-
-
-def _announced(predicate, say):
-    """``predicate``, telling each accepted candidate's size and every tenth check."""
-    calls = [0]
-
-    def check(v):
-        calls[0] += 1
-        ok = predicate(v)
-        if ok or calls[0] % 10 == 0:
-            say(f"check {calls[0]}: {v.node_count} operator calls" + (" (kept)" if ok else ""))
-        return ok
-    return check

@@ -115,3 +115,16 @@ class Shrinker:
     def report(self) -> dict:
         return {"calls": self.calls, "final_size": size(self.current),
                 "passes": {k: vars(v) for k, v in self.stats.items()}}
+
+
+def announced(predicate, say):
+    """``predicate``, telling ``say`` each accepted candidate's size and every tenth check."""
+    calls = [0]
+
+    def check(v):
+        calls[0] += 1
+        ok = predicate(v)
+        if ok or calls[0] % 10 == 0:
+            say(f"check {calls[0]}: {v.node_count} operator calls" + (" (kept)" if ok else ""))
+        return ok
+    return check
