@@ -149,3 +149,24 @@ def test_eager_s_gelu_at_inf_is_eager_s_finding(sandbox, dtype):
     out = _run(sandbox, _variant(Gelu(), x), parse_backend("inductor@cpu"))
     assert out.status == "mismatch" and out.verdict == "reference-divergent" and out.symptom == "nonfinite"
     assert out.explanation is None and out.torch_same is None
+
+
+def test_a_broadcast_input_s_gradient_summed_in_another_order_is_within_its_bound():
+    from gapfuzz.workers.backends.eager import prepare_eager_fp64
+    from gapfuzz.workers.judge.reduction import gradients_within_bound
+    from gapfuzz.workers.run.training import train_step
+
+    graph = torch.fx.Graph()
+    b = graph.placeholder("b")
+    graph.output((graph.call_function(aten.expand.default, (b, [512])),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    fed = (torch.tensor([0.75]),)
+    oracle = train_step(prepare_eager_fp64(gm, fed, "cpu", {})[0], [], fed)  # out, loss, grad of b
+    exact = float(oracle[2])
+
+    def target(grad):
+        return [oracle[0].float(), oracle[1].float(), torch.tensor([grad], dtype=torch.float32)]
+    off = 1e-4  # past the plain tolerance of a gradient near 20, within 512 terms' bound
+    assert off > 1e-5 + 1.3e-6 * abs(exact)
+    assert gradients_within_bound(gm, fed, target(exact + off), oracle, S) is not None
+    assert gradients_within_bound(gm, fed, target(exact + 1e-2), oracle, S) is None

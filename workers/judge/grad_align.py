@@ -15,7 +15,9 @@ in graph order (the first such gradient backward computes).
 The one-node check runs that node's forward too. Where its forward value diverges (a model's
 later layers hid it from the outputs: a normalisation, a value under the absolute tolerance), the
 gradient is wrong because the forward is: the node's symptom (``node_symptom``) is the forward's,
-so the run is keyed as that forward defect (``core.bugs``), not as a backward one.
+so the run is keyed as that forward defect (``core.bugs``), not as a backward one. Where only its
+gradients diverge and each is within the error bound of the sum it is (``workers.judge.reduction``:
+an expand's backward sums what it broadcast), the run is a reduction's order, no defect.
 """
 from __future__ import annotations
 
@@ -25,11 +27,12 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gapfuzz.core.bugs import Verdict
+from gapfuzz.core.bugs import Explanation, Verdict
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.workers.backends.eager import prepare_eager, prepare_eager_fp64
 from gapfuzz.workers.judge.compare import attribute, compare
 from gapfuzz.workers.judge.interpret import Evaluator
+from gapfuzz.workers.judge.reduction import gradients_within_bound
 from gapfuzz.workers.run.training import GRAD, train_step
 
 MAX_NODES = 24  # one-node prepares (compiles, on a compiler) at most per located run
@@ -103,6 +106,7 @@ class GradAligner:
         self.values = all_values(variant.gm, variant.inputs, reference_device)
         self.prepares = 0
         self.forward: dict = {}  # node -> the Closeness of its forward value where the target's diverges
+        self.bounded: dict = {}  # node -> its gradients' error in units of their reduction bound, where within it
 
     def _diverges(self, node: fx.Node, gm: fx.GraphModule, fed: tuple) -> bool:
         """Whether ``gm`` (``node`` alone) diverges forward or backward on the target, as the oracle
@@ -118,7 +122,13 @@ class GradAligner:
         forward = attribute(out[:1], ref[:1], oracle[:1], self.s)  # one node: one forward output, then the loss
         if forward.verdict == Verdict.TARGET_DIVERGENT:
             self.forward[node.name] = forward.closeness
-        return attribute(out, ref, oracle, self.s).verdict == Verdict.TARGET_DIVERGENT
+        if attribute(out, ref, oracle, self.s).verdict != Verdict.TARGET_DIVERGENT:
+            return False
+        if compare(out[:2], ref[:2], self.s).passed:  # the gradients alone: summed in another order?
+            ratio = gradients_within_bound(gm, fed, out, oracle, self.s)
+            if ratio is not None:
+                self.bounded[node.name] = ratio
+        return True
 
     def by_nodes(self) -> fx.Node | None:
         nodes = [n for n in reversed(self.v.gm.graph.nodes) if n.op == "call_function"]
@@ -154,6 +164,8 @@ class GradAligner:
         forward = self.forward.get(node.name)
         if forward is not None:  # the node's forward is wrong: the gradient is that forward defect's
             result.update(node_symptom=str(forward.symptom), node_dtype=forward.output_dtype)
+        elif node.name in self.bounded:  # its gradients sum in another order, within their bound
+            result.update(explanation=str(Explanation.REDUCTION_ORDER), explain_ratio=self.bounded[node.name])
         single = one_node(node, self.values)
         if single is not None:
             try:

@@ -131,3 +131,34 @@ def loss_within_bound(out: list, ref: list, oracle: list | None, names: list, s:
     allowed += atol + rtol * float(expected.abs()) + 2 * math.sqrt(max(n, 1)) * u * mag
     err = float((loss - expected).abs())
     return err / allowed if math.isfinite(err) and err <= allowed else None
+
+
+MAX_JACOBIAN = 1 << 22  # entries: a one-node Jacobian larger than this is too dear to take for a bound
+
+
+def gradients_within_bound(gm, fed: tuple, out: list, oracle: list, s: Tolerances) -> float | None:
+    """A one-node graph's gradients (``train_step``'s outputs after the forward and the loss: one per
+    floating input of ``fed``) as the target gives them (``out``), each within the bound of the float64
+    ``oracle``'s: a gradient sums the cotangent's terms through the node's Jacobian (an expand's backward
+    sums over what it broadcast), so its terms' magnitudes are |J|^T |c| at float64. The largest error in
+    units of the bound when every gradient is within it; else None."""
+    floating = [i for i, t in enumerate(fed) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    wide = tuple(t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in fed)
+    first = _first(gm(*wide))
+    cotangent = projection(0, first).double().abs().flatten()
+    worst = 0.0
+    for k, i in enumerate(floating):
+        got, exact = out[2 + k], oracle[2 + k]
+        if first.numel() * wide[i].numel() > MAX_JACOBIAN:
+            return None
+
+        def alone(x, i=i):
+            return _first(gm(*wide[:i], x, *wide[i + 1:]))
+        jac = torch.func.jacrev(alone)(wide[i]).reshape(first.numel(), wide[i].numel()).abs()
+        mag = (cotangent @ jac).reshape(wide[i].shape)
+        n = float((jac != 0).sum(0).max()) if jac.numel() else 1.0
+        ratio = within_bound(got, exact, mag, max(n, 1.0), s)
+        if ratio is None:
+            return None
+        worst = max(worst, ratio)
+    return worst
