@@ -74,6 +74,23 @@ def test_a_round_whose_inputs_are_the_same_bits_is_the_round_s_own_divergence():
     assert not amplifies(target, ref)  # and not where the input is the same
 
 
+class FloorToLong(torch.nn.Module):
+    def forward(self, x):
+        return torch.floor(x * 3.0).long()
+
+
+def test_a_discontinuity_fed_worse_inputs_moves_the_finding_to_the_node_that_made_them(sandbox):
+    v = _variant(FloorToLong(), torch.randn(64, generator=torch.Generator().manual_seed(1)) * 100)
+    mul = next(n.name for n in v.gm.graph.nodes if n.op == "call_function" and "mul" in n.name)
+    out = _run(sandbox, v, _plugin("RoundNodeToBf16", node=mul))
+    assert out.symptom == "integer"  # the run shows integers; its cause is a float32 product rounded to bfloat16
+    assert out.verdict == "target-divergent" and not out.amplified and out.explanation is None
+    assert out.first_div_node == mul and out.node_symptom == "numeric"
+    nudged = _variant(FloorToLong(), torch.arange(16, dtype=torch.float32))  # products on the steps of floor
+    out = _run(sandbox, nudged, _plugin("NudgeOneUlp", node=mul))
+    assert out.symptom == "integer" and out.verdict == "amplified" and out.amplifier_node.startswith("floor")
+
+
 # ------------------------------------------------------------------ reductions by their error bound
 class SumOf(torch.nn.Module):
     def forward(self, x):

@@ -225,8 +225,9 @@ class Aligner:
         return self._result(k, values)
 
     def _steps(self, node, values: list) -> bool:
-        """A discontinuous node at which the divergence grows past tolerance."""
-        return is_discontinuous(node, values[0], values[1:]) and self.growth.get(node.name, 0) > 1.0
+        """A discontinuous node whose value differs past tolerance (an integer result has no tol_ratio)."""
+        close = self.symptoms.get(node.name)
+        return is_discontinuous(node, values[0], values[1:]) and close is not None and not close.passed
 
     def _inputs_agree(self, node, values: list) -> bool:
         """Whether the target computes ``node``'s inputs no worse than the reference does, each side against the
