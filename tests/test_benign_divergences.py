@@ -187,3 +187,24 @@ def test_a_broadcast_input_s_gradient_summed_in_another_order_is_within_its_boun
     assert off > 1e-5 + 1.3e-6 * abs(exact)
     assert gradients_within_bound(gm, fed, target(exact + off), oracle, S) is not None
     assert gradients_within_bound(gm, fed, target(exact + 1e-2), oracle, S) is None
+
+
+def test_a_run_whose_case_was_being_located_takes_the_amplified_location_found_since():
+    from types import SimpleNamespace
+
+    from gapfuzz.core.bugs import bug_key
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.judge.align import AlignLedger, Location, align_case
+    from gapfuzz.workers.judge.chain import inherit_late
+
+    o = RunRecord("c", "s#1", "s", "onnxruntime@cpu", stack="onnxruntime", device="cpu", probe="example",
+                  status="mismatch", stage="compare", verdict="target-divergent", symptom="numeric",
+                  output_dtype="float32")
+    case = align_case("s", bug_key(o.key_fields()), "float32")
+    ledger = AlignLedger()
+    assert ledger.claim(case, "s#0") is None  # another variant locates the case
+    ledger.claim(case, "s#1").inherit(o)
+    assert o.align_error == "not run: being located on s#0" and o.first_div_op is None
+    ledger.settle(case, Location("s#0", "round_1", "aten.round.default", amplified=True, explanation="amplified"))
+    inherit_late(SimpleNamespace(request=SimpleNamespace(seed_id="s"), settings=SimpleNamespace(ledger=ledger)), [o])
+    assert o.first_div_op == "aten.round.default" and o.verdict == "amplified" and o.explanation == "amplified"

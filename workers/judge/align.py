@@ -47,6 +47,7 @@ def align_case(seed_id: str, key: BugKey, output_dtype: str | None = None) -> st
 
 
 LOCATION_FIELDS = ("first_div_node", "first_div_op", "amplified", "grad_ops", "node_symptom", "node_dtype")
+PENDING = "not run: being located on "  # the note of a run whose case another run is locating
 BENIGN_AT_NODE = (Explanation.AMPLIFIED, Explanation.REDUCTION_ORDER)  # what tier 2 explains at the node
 
 
@@ -86,7 +87,7 @@ class Location:
             if self.explanation and not record.explanation:
                 record.explanation = self.explanation
         else:
-            record.align_error = f"not run: being located on {self.variant_id}"
+            record.align_error = f"{PENDING}{self.variant_id}"
 
 
 class AlignLedger:
@@ -105,6 +106,10 @@ class AlignLedger:
             return self.cases[case]
         self.cases[case] = pending if pending is not None else Location(variant_id)
         return None
+
+    def peek(self, case: str):
+        """Where the case is (being) located, None when no run has claimed it: claims nothing."""
+        return self.cases.get(case)
 
     def settle(self, case: str, location) -> None:
         if location.done:

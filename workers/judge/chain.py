@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from gapfuzz.core.bugs import GRADIENT_SYMPTOMS, Explanation, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.modes import MODES
 from gapfuzz.results.schema import RunRecord
-from gapfuzz.workers.judge.align import BENIGN_AT_NODE, LOCATION_FIELDS, Location, align_case
+from gapfuzz.workers.judge.align import BENIGN_AT_NODE, LOCATION_FIELDS, PENDING, Location, align_case
 from gapfuzz.workers.judge.align import ask as _ask
 from gapfuzz.workers.judge.attribution import attributable, attribute_findings
 from gapfuzz.workers.judge.compare import Closeness, compare
@@ -192,6 +192,19 @@ def _locate(job, spec, o: RunRecord, case: str, ledger, probe, wrong_grads: tupl
         _ask(ledger.settle, case, Location.of(job.vid, o))
 
 
+def inherit_late(c: Judging, runs: list) -> None:
+    """A run whose case was still being located elsewhere when it asked takes the location found since
+    (amplified rounding or a reduction's order included), once the variant is judged: else it would stay
+    a finding with no location while the case it belongs to is explained."""
+    for o in runs:
+        case = align_case(c.request.seed_id, bug_key(o.key_fields()), o.output_dtype)
+        known = _ask(c.settings.ledger.peek, case)
+        if known is not None and known.done:
+            known.inherit(o)
+            if o.amplified:
+                o.verdict = Verdict.AMPLIFIED
+
+
 def attribute(c: Judging, runs: list) -> None:
     """The culprit inside the stack, once per case; its failure must not cost the records."""
     try:
@@ -233,6 +246,10 @@ PROBE_CHAIN = PassManager([
 ], given=("status", "stage"))
 
 VARIANT_CHAIN = PassManager([
+    Pass("late location", inherit_late, revises=(*LOCATION_FIELDS, "align_error", "verdict", "explanation"),
+         flag="align", verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT),
+         when=lambda c, o: c.settings.ledger is not None and not o.first_div_op
+         and str(o.align_error or "").startswith(PENDING)),
     Pass("culprit", attribute, owns=CULPRIT, flag="bisect", stage=BISECTING, note="bisect_error",
          when=lambda c, o: o.backend in c.specs and attributable(o, c.specs[o.backend])),
 ], after=PROBE_CHAIN)
