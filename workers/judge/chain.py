@@ -242,7 +242,7 @@ PROBE_CHAIN = PassManager([
          verdicts=(Verdict.TARGET_DIVERGENT,), when=lambda c, o: o.compiler in TORCH_COMPILERS),
     Pass("location", locate, owns=LOCATION, revises=("verdict", *EXPLANATION), flag="align",  # tier 2
          verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT), stage=ALIGNING, note="align_error",
-         when=lambda c, o: o.explanation != Explanation.REDUCTION_ORDER),  # a loss's: no node to look for
+         when=lambda c, o: not (c.mode in TRAINING and o.explanation == Explanation.REDUCTION_ORDER)),  # a loss's
 ], given=("status", "stage"))
 
 VARIANT_CHAIN = PassManager([
