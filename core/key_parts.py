@@ -115,7 +115,8 @@ def symptoms(col: Columns, tpl, task, named):
     at_overflow = pc.fill_null(among(col("probe"), [f"edge:{e}" for e in OVERFLOW_EDGES]), False)
     symptom = pc.if_else(pc.and_(at_overflow, pc.equal(symptom, str(Symptom.NONFINITE))), str(Symptom.NUMERIC), symptom)
     missing_check = pc.equal(symptom, str(Symptom.MISSING_ERROR))  # which check: the reference's message
-    symptom = pc.if_else(missing_check, pc.binary_join_element_wise(symptom, text(tpl), ": "), symptom)
+    check = pc.replace_substring_regex(text(tpl), r"-?<(?:num|hex|hash)>", "<num>")  # any index past either end
+    symptom = pc.if_else(missing_check, pc.binary_join_element_wise(symptom, check, ": "), symptom)
     symptom = pc.if_else(pc.equal(symptom, MISSING), str(Symptom.NUMERIC), symptom)
     keyed = symptom_classes(symptom)
     keyed = pc.if_else(pc.and_(named, pc.equal(keyed, str(Symptom.GRAD))), str(Symptom.NUMERIC), keyed)

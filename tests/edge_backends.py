@@ -36,3 +36,20 @@ class CanonicalBits(Backend):
             return tuple(torch.where(o.isnan(), torch.full_like(o, float("nan")), o) + 0.0
                          if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in out)
         return call
+
+
+def _entr_scaled(x):
+    """entr with its product scaled by 1.01 before it is scaled back: the intermediate overflows for results
+    within 1 % of the dtype's largest finite value, where eager's is still finite."""
+    y = x * (torch.log(x) * 1.01)
+    return torch.where(x > 0, -y / 1.01, aten.special_entr.default(x))
+
+
+class EarlyOverflowEntr(Backend):
+    """``special.entr`` whose intermediate overflows early: right everywhere but in a band a few ulps wide
+    in input around 3.8e36 (float32), far from the dtype's largest value, its square root and its log."""
+
+    name = "early-overflow-entr"
+
+    def prepare(self, gm, example_inputs, device):
+        return _retargeted(gm, (aten.special_entr.default,), _entr_scaled)

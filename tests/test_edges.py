@@ -215,3 +215,43 @@ def test_a_shrink_candidate_is_keyed_as_the_probe_its_inputs_came_from():
         same._run = lambda v, settings: outcomes
         assert same(type("V", (), {"ops": ()})()) is shown
         same.close()
+
+
+# ---------------------------------------------------------------- an operator's own overflow boundary
+def test_an_operators_overflow_boundary_is_found_by_bisection_on_eager_in_float64():
+    from gapfuzz.seeds import create_seed
+    from gapfuzz.seeds.capture import capture
+    from gapfuzz.workers.run.probes.kinds.boundary import boundaries
+
+    entr = capture(create_seed("ops/special.entr/bfloat16/0")).variant
+    (cross, at), *_ = boundaries(entr.gm, entr.inputs, torch.bfloat16)
+    assert cross == "max" and 4.0e36 < at < 4.06e36  # where entr's result crosses bfloat16's largest finite value
+    exp2 = capture(create_seed("ops/exp2/float32/0")).variant
+    assert boundaries(exp2.gm, exp2.inputs, torch.float32) == [("max", 128.0), ("tiny", -126.0)]
+
+
+ENTR = """
+name: boundary
+seed: 0
+seeds:
+  - {source: ops, include: ["ops/special.entr/float32/0"]}
+variants: {per_seed: 1}
+sizes: {per_seed: 0, widths: 0}
+backends:
+  targets: [{class: "tests.edge_backends:EarlyOverflowEntr", device: cpu}]
+pools: {cpu: {workers: 1}}
+run: {repeats: 1}
+"""
+
+
+@pytest.mark.slow  # two campaigns, about 80 s on two cores; the bisection's test above guards the probes
+@pytest.mark.ray
+def test_an_intermediate_that_overflows_early_is_found_at_the_operators_boundary_only(tmp_path, local_ray):
+    from gapfuzz.workers.run.probes import KINDS
+
+    found = run_campaign(ENTR, tmp_path / "run").clusters()
+    shown = found[["cluster", "symptom", "first_div_op", "backends", "probes"]]
+    assert len(found) == 1 and found["backends"].iloc[0] == ["early-overflow-entr@cpu"], shown
+    assert all(p.startswith("boundary:max") for p in found["probes"].iloc[0]), shown
+    kinds = [k for k in KINDS if k != "boundary"]
+    assert run_campaign(ENTR + f"probes: {{kinds: [{', '.join(kinds)}]}}\n", tmp_path / "without").clusters().empty

@@ -20,7 +20,7 @@ from gapfuzz.workers.run.resize import resize_probes
 from tests.conftest import run_campaign
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "probe_recipes_before_kinds.json").read_text())["seeds"]
-NEW = ("bounds", "integer:powers")  # what this revision adds beside the probes chosen before
+NEW = ("bounds", "boundary", "integer:powers")  # what this revision adds beside the probes chosen before
 
 
 def _digest(ts) -> str:
@@ -149,6 +149,22 @@ def test_a_graph_with_no_indexing_operator_gets_no_bounds_probe():
     assert not [p for p in choose(v.gm, v.inputs, ProbeSettings(), "v#1") if p.kind == "bounds"]
 
 
+def test_a_check_dropped_past_either_end_of_a_range_is_one_key():
+    """Eager names the index it refused: -1, -11, 10 and 2**31 - 1 are one check, one cluster."""
+    from gapfuzz.core.bugs import Status, bug_key
+    from gapfuzz.results.schema import RunRecord
+    from gapfuzz.workers.judge.verdict import RefusedProbe
+
+    def key(message):
+        r = RunRecord(backend="x@cpu", stack="x", status=Status.OK, compiler="aot_autograd", campaign="",
+                      variant_id="", seed_id="", device="cpu")
+        RefusedProbe("RuntimeError", message).excuse(r, "aten.gather.default")
+        return bug_key(vars(r)).id
+
+    keys = {key(f"index {i} is out of bounds for dimension 0 with size 10") for i in (-1, -11, 10, 2**31 - 1)}
+    assert len(keys) == 1 and key("all elements of target should be between 0 and 1") not in keys
+
+
 BOUNDS = """
 name: bounds
 seed: 0
@@ -170,7 +186,7 @@ def test_a_compiled_stack_that_reads_past_an_index_is_one_missing_check_per_oper
     found = run.clusters()
     shown = found[["cluster", "symptom", "first_div_op", "backends", "probes"]]
     missing = found[found["symptom"].str.startswith("missing-error")]
-    assert set(missing["first_div_op"]) == {"aten.gather.default", "aten.index_select.default"}, shown
+    assert sorted(missing["first_div_op"]) == ["aten.gather.default", "aten.index_select.default"], shown
     assert all(b == ["unchecked-gather@cpu"] for b in missing["backends"]) and len(found) == len(missing), shown
     kinds = [k for k in KINDS if k != "bounds"]
     without = run_campaign(BOUNDS + f"probes: {{kinds: [{', '.join(kinds)}]}}\n", tmp_path / "without")

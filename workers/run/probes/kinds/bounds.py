@@ -1,5 +1,5 @@
 """Bounds probes: one index of an indexing operator's input out of range (-1, one past -size, equal to
-the size, the dtype's largest), where eager checks and raises. A compiled stack that returns a value
+the size, 2**31 - 1), where eager checks and raises. A compiled stack that returns a value
 there has dropped eager's check (a ``missing-error`` finding); one that crashes the process, a failure.
 """
 from __future__ import annotations
@@ -81,8 +81,8 @@ class Bounds(ProbeKind):
     def make(self, inputs, input_roles, params, g):
         i, size, out = params["input"], params["size"], list(inputs)
         t = inputs[i].detach().cpu()
-        value = {"minus-one": -1, "below": -size - 1, "size": size,
-                 "huge": torch.iinfo(t.dtype).max}[params["bound"]]
+        huge = min(torch.iinfo(t.dtype).max, 2 ** 31 - 1)  # past any buffer; times a stride, past 32-bit offsets
+        value = {"minus-one": -1, "below": -size - 1, "size": size, "huge": huge}[params["bound"]]
         flat = t.clone().reshape(-1)
         flat[int(torch.randint(flat.numel(), (1,), generator=g))] = value
         out[i] = flat.reshape(t.shape).to(inputs[i].device)
