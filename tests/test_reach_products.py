@@ -2,7 +2,7 @@
 resizes it in both operands together (``bmm`` at 2049 runs), every product seed's width draw holds a
 tail past 2048 that is not a multiple of 32, a batched ``matmul`` and a contracting ``einsum`` are
 seeds, and a stack that drops the contraction's tail is found as one cluster with the defaults. Sized
-integer seeds get a mutated variant."""
+integer seeds get a mutated variant, and an integer reduction's seed reduces 17 elements."""
 from __future__ import annotations
 
 import pytest
@@ -69,6 +69,29 @@ def test_a_rebuilt_integer_seed_gets_a_mutated_variant_and_a_float_one_does_not(
     assert any(SeedId.parse(i).size >= 16 for i in sized if "/int16/" in i)  # a reduction past 16 elements
     off = _campaign(["ops/argmax/int16/0"], variants={"per_seed": 1, "mutators": []})
     assert {len(w.indices) for w in plan(off, with_sizes(off, select_seeds(off)), set())} == {1}
+
+
+@pytest.mark.parametrize("seed_id, shape", [("ops/argmax/int16/0", (17,)), ("ops/argmin/int16/1", (17,)),
+                                            ("ops/max.reduction_with_dim/int16/0", (5, 17, 5)),  # dim=1
+                                            ("ops/argmax/float32/0", ()), ("ops/argmax/int16/0@5", (5,))])
+def test_an_integer_reductions_seed_reduces_17_elements_and_its_other_seeds_are_as_drawn(seed_id, shape):
+    seed = create_seed(seed_id)
+    assert tuple(seed.args[0].shape) == shape
+
+
+def test_inductors_int16_abs_then_argmax_defect_needs_the_lengthened_seed():
+    """Inductor fails to compile argmax(abs(x)) of an int16 vector, and compiles it on a scalar."""
+    def chain(x):
+        return torch.argmax(torch.abs(x))
+
+    long, short = create_seed("ops/argmax/int16/0").args[0], torch.tensor(3, dtype=torch.int16)
+    torch.compile(chain, backend="inductor")(short)
+    try:
+        torch.compile(chain, backend="inductor")(long)
+    except Exception as e:  # noqa: BLE001 - Inductor wraps the C++ compiler's error
+        assert "compile" in str(e).lower(), e
+    else:
+        pytest.skip(f"torch {torch.__version__} compiles int16 abs then argmax: the defect is fixed")
 
 
 TAIL = """

@@ -21,7 +21,8 @@ torch version in ``$GAPFUZZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/gapfuzz``, else 
 decomposition, so ``conv2d`` shows as ``aten.convolution.default``).
 
 Sizes (``ops/sum/float32/0@1025``), widths (``ops/mm/float32/0@w2048``) and lengths along the
-operator's own dimension (``ops/softmax/float32/1@d4097``, ``along`` in the index) are rebuilt by ``op_sizes``.
+operator's own dimension (``ops/softmax/float32/1@d4097``, ``along`` in the index) are rebuilt by ``op_sizes``;
+an integer or boolean reduction's seed is built with its reduced dimension 17 long (``op_reductions``).
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from gapfuzz.core.seeding import stable_int
 from ..registry import SeedError, SeedSource, register_source
 from ..spec import BuiltSeed, SeedInfo, cache_dir, input_spec_of
 from .op_products import CONTRACTING, product_form
+from .op_reductions import lengthened, reduces
 from .op_samples import flatten_sample, sample_tensors
 from .op_sizes import along, main_dimension, rebuilt
 
@@ -345,9 +347,11 @@ class OpsSource(SeedSource):
         key, dtype, index = sized.name.rsplit("/", 2)
         op, index = op_infos()[key], int(index)
         sample = samples(op, getattr(torch, dtype), index + 1, key in self._rank_first)[index]
-        positions = None
+        positions, ops_of = None, lambda s: dispatched_ops(op, s)
         if sized.rebuilt:
-            sample, aten, positions = rebuilt(op, key, sample, sized, seed_id, lambda s: dispatched_ops(op, s))
+            sample, aten, positions = rebuilt(op, key, sample, sized, seed_id, ops_of)
+        elif self.integer(seed_id) and reduces(aten):
+            sample, aten = lengthened(op, key, sample, seed_id, ops_of) or (sample, aten)
         args = sample_tensors(sample)
         info = SeedInfo(
             id=seed_id, source=self.name, family=op.name, task="operator", output_kind="tensor",
