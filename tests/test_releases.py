@@ -3,6 +3,7 @@ once and cached, pip's failures said in one line, and a test stack whose release
 one cluster, marked a regression at 2.0, whose reproducer is checked on both releases."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -197,13 +198,62 @@ def test_an_operator_this_torch_lacks_is_unsupported_not_a_defect():
     assert Failure.from_error({"error_type": "KeyError", "message": "x"}, Stage.RUN).status == Status.ERROR
 
 
-def test_a_release_pool_runs_in_its_own_ray_runtime_environment():
+def test_a_release_pool_runs_in_its_own_ray_runtime_environment(monkeypatch):
     from gapfuzz.workers.run.releases import runtime_env
 
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip configured with no index of its own
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
     r = Release.of({"onnxruntime": "1.31.1"})
     assert runtime_env(r, "/envs/x/bin/python") == {"py_executable": "/envs/x/bin/python"}  # this machine's
     assert runtime_env(r, None) == {"pip": {"packages": ["onnxruntime==1.31.1"]}}  # a cluster's nodes make it
     assert runtime_env(r, None, "registry.example.com/ort:1.31.1") == {"image_uri": "registry.example.com/ort:1.31.1"}
+
+
+def test_a_cluster_node_makes_a_release_from_the_indexes_it_comes_from(monkeypatch):
+    """Ray's pip runtime environment (KubeRay pods have pip, not podman) with this machine's indexes a node can
+    reach, and PyTorch's CPU index for a torch release of a CPU pool; Ray accepts it as written."""
+    from ray.runtime_env import RuntimeEnv
+
+    from gapfuzz.workers.run.pip_runs import TORCH_CPU_INDEX
+    from gapfuzz.workers.run.releases import runtime_env
+
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example.com/simple")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///opt/only-here/simple https://more.example.com/simple")
+    torch_cpu = runtime_env(Release.of({"torch": "2.13.0"}), None, device="cpu")
+    options = torch_cpu["pip"]["pip_install_options"]
+    assert "--index-url=https://mirror.example.com/simple" in options and not [o for o in options if "file:" in o]
+    assert f"--extra-index-url={TORCH_CPU_INDEX}" in options and "--extra-index-url=https://more.example.com/simple" \
+        in options
+    torch_cuda = runtime_env(Release.of({"torch": "2.13.0"}), None, device="cuda")  # PyPI's torch: CUDA's build
+    assert f"--extra-index-url={TORCH_CPU_INDEX}" not in torch_cuda["pip"]["pip_install_options"]
+    assert RuntimeEnv(**torch_cpu)["pip"]["packages"] == ["torch==2.13.0"]  # Ray's own validation
+
+
+def test_making_an_environment_says_which_release_and_pips_stage(wheels):
+    said = []
+    environment(Release.of({"relstack": "1.0"}), said.append)
+    pip = [s for s in said if ": pip " in s]
+    assert pip and all(s.startswith("environment for relstack 1.0: pip ") for s in pip), said
+    assert any(" pip collecting relstack" in s for s in pip) and any(" pip installed relstack-1.0" in s
+                                                                   for s in pip), pip
+
+
+def test_pips_stages_are_said_when_they_change_and_now_and_then_within_one():
+    from gapfuzz.workers.run.pip_runs import Stages
+
+    now, said = [0.0], []
+    stages = Stages(said.append, "environment for torch 2.13.0", every_s=10, clock=lambda: now[0])
+    for t, line in [(1, "Collecting torch==2.13.0"), (2, "  Downloading torch-2.13.0-cp311.whl (180.2 MB)"),
+                    (3, "Downloading sympy-1.14.whl (6 MB)"), (14, "Downloading numpy-2.4.whl (16 MB)"),
+                    (15, "  Using cached filelock-3.whl"), (40, "Installing collected packages: sympy, torch")]:
+        now[0] = t
+        stages.feed(line)
+    assert said == ["environment for torch 2.13.0: pip collecting torch==2.13.0 (1 s)",
+                    "environment for torch 2.13.0: pip downloading torch-2.13.0-cp311.whl (180.2 MB) (2 s)",
+                    "environment for torch 2.13.0: pip downloading numpy-2.4.whl (16 MB) (14 s)",
+                    "environment for torch 2.13.0: pip installing sympy, torch (40 s)"]
 
 
 def test_the_plan_says_which_environments_a_run_would_make(wheels):

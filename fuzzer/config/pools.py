@@ -71,7 +71,8 @@ class Pools:
                         raise CampaignError(f"{self.c.source}: backend {other.name} is not available in the "
                                             f"environment of {spec.release}: {why}")
             try:
-                self.settings[name] = replace(pool, runtime_env=runtime_env(spec.release, python, spec.image))
+                self.settings[name] = replace(pool, runtime_env=runtime_env(spec.release, python, spec.image,
+                                                                           spec.device))
             except ReleaseError as e:
                 raise CampaignError(f"{self.c.source}: backend {spec.name}: {e}") from None
         self.released = True

@@ -32,6 +32,8 @@ from pathlib import Path
 
 from gapfuzz.core.files import cache_dir, write_whole
 from gapfuzz.core.registry import did_you_mean
+from gapfuzz.workers.run import pip_runs
+from gapfuzz.workers.run.pip_runs import Stages, index_options
 
 VERSION_PATTERN = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,39}\Z")  # a release as a package index spells it
 READY = "ready.json"
@@ -232,21 +234,24 @@ def _make(release: Release, folder: Path, say) -> None:
     if say:
         say(f"environment for {release}: pip install {' '.join(release.requirements)}")
     _run([str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--progress-bar", "off",
-          *release.requirements], release, folder / "pip.log", timeout_s=1800)
+          *release.requirements], release, folder / "pip.log", timeout_s=1800,
+         stages=Stages(say, f"environment for {release}") if say else None)
     wrong = lacks(release, python)
     if wrong:
         raise ReleaseError(f"{release}: the environment made for it holds {wrong} instead")
 
 
-def _run(command: list[str], release: Release, log: Path, timeout_s: float = 300) -> None:
+def _run(command: list[str], release: Release, log: Path, timeout_s: float = 300, stages: Stages | None = None) -> None:
+    """``command``, its output kept in ``log``; with ``stages``, its stages said as they come (workers.run.pip_runs)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        status, output = pip_runs.run(command, timeout_s, stages.feed if stages else lambda line: None)
     except subprocess.TimeoutExpired:
         raise ReleaseError(f"{release}: making its environment took over {timeout_s:.0f} s "
                            f"({' '.join(command[2:4])})") from None
-    if done.returncode != 0:
-        raise ReleaseError(why_not(done.stdout + done.stderr, release))
+    log.write_text(output)
+    if status != 0:
+        raise ReleaseError(why_not(output, release))
 
 
 def why_not(pip_output: str, release: Release) -> str:
@@ -269,13 +274,16 @@ def why_not(pip_output: str, release: Release) -> str:
     return f"the environment of {release} cannot be made: {' '.join(last.split())[:240]}"
 
 
-def runtime_env(release: Release, python: str | None, image: str | None = None) -> dict:
+def runtime_env(release: Release, python: str | None, image: str | None = None, device: str = "cpu") -> dict:
     """Ray's runtime environment for a pool of ``release``: this machine's environment (``python``), a
-    container image, or (on a cluster) Ray's own pip environment on each node from the same pins."""
+    container image (Ray's ``image_uri``: nodes with podman), or, on a cluster, Ray's own pip environment that
+    each node makes from the same pins with the indexes they come from (``index_options``): the route a
+    KubeRay cluster takes, its pods having pip and no podman."""
     if image:
         if not re.match(IMAGE_PATTERN, image):  # checked in the campaign file too: Ray puts it on a command line
             raise ReleaseError(f"{release}: image {image[:80]!r} is not an image reference; give {IMAGE_RULE}")
         return {"image_uri": image}
     if python:
         return {"py_executable": shlex.quote(python)}  # Ray runs it through a shell: one word, whatever the path
-    return {"pip": {"packages": release.requirements}}
+    options = index_options(release, device)
+    return {"pip": {"packages": release.requirements, **({"pip_install_options": options} if options else {})}}
