@@ -42,6 +42,7 @@ from scripts.loopback_cluster import LoopbackCluster, cpu_s, machine_busy_s, rss
 PROBES, PER_SEED = 8, 10
 BACKENDS = 5  # reference, oracle, eager copy, host@npu, host@xpu
 HOST = "tests.fake_npu:HostDevice"
+XPU_NODE = {"GPU": 1, "accelerator_type:Intel-GPU-Max-1550": 1}  # what Ray detects on an Intel GPU node
 
 
 def campaign(name: str, seeds: int) -> str:
@@ -139,7 +140,7 @@ def main_campaign(cluster: LoopbackCluster, out: Path, runs: int, faults: bool) 
             events["processes killed"] = sum(cluster.stop(n) for n in cluster.nodes if n.name in ("npu-a", "cpu-b"))
         if wait_for(lambda: count() >= 0.5 * runs, proc):
             events["xpu node joined at records"] = count()
-            cluster.add("xpu-late", {"xpu": 1})
+            cluster.add("xpu-late", XPU_NODE)
     stdout, stderr = proc.communicate()
     wall = time.monotonic() - t0
     sampler.stopped.set()
@@ -281,9 +282,9 @@ def main() -> int:
     try:
         cluster.start(head_cpus=2)
         cluster.add("cpu-b", {}, cpus=1)
-        cluster.add("npu-a", {"npu": 1})
-        cluster.add("npu-b", {"npu": 1})
-        cluster.add("xpu-a", {"xpu": 1})
+        cluster.add("npu-a", {"NPU": 1})
+        cluster.add("npu-b", {"NPU": 1})
+        cluster.add("xpu-a", XPU_NODE)
         m = main_campaign(cluster, out, a.runs, faults=not a.no_kills)
         r = resume_time(cluster, m)
         k = None if a.no_kills else driver_kills(cluster, out, a.kill_seeds)

@@ -106,9 +106,12 @@ class LoopbackCluster:
         self.nodes.append(Node("head", port, {"CPU": head_cpus}))
 
     def add(self, name: str, resources: dict, cpus: int = 0) -> Node:
+        """A node with ``resources`` (Ray's ``GPU`` among them goes to ``--num-gpus``, as Ray asks)."""
         port = free_port()
-        self._ray("start", f"--address={self.address}", f"--num-cpus={cpus}", f"--resources={json.dumps(resources)}",
-                  f"--node-manager-port={port}")
+        custom = {k: v for k, v in resources.items() if k != "GPU"}
+        gpus = [f"--num-gpus={resources['GPU']}"] if "GPU" in resources else []
+        self._ray("start", f"--address={self.address}", f"--num-cpus={cpus}", *gpus,
+                  f"--resources={json.dumps(custom)}", f"--node-manager-port={port}")
         node = Node(name, port, {"CPU": cpus, **resources})
         self.nodes.append(node)
         return node

@@ -27,11 +27,11 @@ pools: {cpu: {workers: 1}, npu: {workers: 1}}
 
 @pytest.fixture
 def cluster():
-    """``ray start --head`` with CPUs only, and a second node that advertises one ``npu``."""
+    """``ray start --head`` with CPUs only, and a second node that advertises one Ascend ``NPU``."""
     c = LoopbackCluster()
     try:
         c.start(head_cpus=2)
-        npu = c.add("npu", {"npu": 1}, cpus=1)
+        npu = c.add("npu", {"NPU": 1}, cpus=1)
         yield c, npu
     finally:
         c.shutdown()
@@ -81,8 +81,8 @@ def test_a_lost_node_costs_no_run_and_a_late_node_gets_work(tmp_path, write_camp
     cluster = LoopbackCluster({"PYTHONPATH": os.pathsep.join(sys.path)})
     try:
         cluster.start(head_cpus=2)
-        first = cluster.add("npu-a", {"npu": 1})
-        cluster.add("npu-b", {"npu": 1})
+        first = cluster.add("npu-a", {"NPU": 1})
+        cluster.add("npu-b", {"NPU": 1})
         first_id = cluster.node_id(first)
         run_dir = tmp_path / "run"
         proc = subprocess.Popen([sys.executable, "-m", "gapfuzz.fuzzer.cli", "run", str(write_campaign(NODE_LOSS)),
@@ -96,7 +96,7 @@ def test_a_lost_node_costs_no_run_and_a_late_node_gets_work(tmp_path, write_camp
                 break
             time.sleep(0.2)
         assert cluster.stop(first) > 0
-        late = cluster.add("npu-c", {"npu": 1})
+        late = cluster.add("npu-c", {"NPU": 1})
         late_id = cluster.node_id(late)
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-2000:]

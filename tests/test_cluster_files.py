@@ -58,6 +58,18 @@ def test_launcher_node_types_carry_the_pools_resources():
     assert types["cuda"]["resources"]["GPU"] >= 1
 
 
+def test_launcher_runs_the_projects_images_on_a_current_base_and_syncs_no_runs():
+    raw = yaml.safe_load(LAUNCHER.read_text())
+    assert raw["docker"]["image"] == images.image("cpu")
+    assert raw["available_node_types"]["cuda"]["docker"]["worker_image"] == images.image("cuda")
+    for name, node in raw["available_node_types"].items():
+        ami = node["node_config"]["ImageId"]
+        assert ami.startswith("resolve:ssm:/aws/service/deeplearning/") and "ubuntu-24.04" in ami, (name, ami)
+    assert not raw.get("setup_commands")  # the images hold gapfuzz and the driver's Ray: nothing to install
+    assert set(raw["file_mounts"].values()) == {"./campaigns"}  # campaign files, never the checkout
+    assert {"**/runs", "**/.git"} <= set(raw["rsync_exclude"])
+
+
 def _group_resources(group: dict) -> set[str]:
     """The Ray resources a KubeRay group's nodes advertise, from its rayStartParams and container limits."""
     params = group.get("rayStartParams", {})
@@ -69,8 +81,12 @@ def _group_resources(group: dict) -> set[str]:
     return out
 
 
+def _documents() -> list[dict]:
+    return list(yaml.safe_load_all(RAYJOB_FILE.read_text()))
+
+
 def _rayjob() -> dict:
-    return yaml.safe_load(RAYJOB_FILE.read_text())
+    return next(d for d in _documents() if d["kind"] == "RayJob")
 
 
 def test_rayjob_manifest_validates_against_kuberays_crd():
@@ -104,7 +120,7 @@ def test_the_crd_refuses_what_kubectl_would(path, key, value, message):
 def test_rayjob_pins_the_drivers_ray_and_names_images_under_the_registry():
     import ray
 
-    assert images.manifest_ray_versions() == {"rayjob.yaml": ray.__version__, "ray-cluster-aws.yaml": ray.__version__}
+    assert images.manifest_ray_versions() == {"rayjob.yaml": ray.__version__}
     containers = [c for g in [_rayjob()["spec"]["rayClusterSpec"]["headGroupSpec"],
                               *_rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
                   for c in g["template"]["spec"]["containers"]]
@@ -117,14 +133,16 @@ def test_rayjob_pins_the_drivers_ray_and_names_images_under_the_registry():
 
 
 def test_set_registry_rewrites_every_image(tmp_path, monkeypatch):
-    manifest = tmp_path / "rayjob.yaml"
+    manifest, launcher = tmp_path / "rayjob.yaml", tmp_path / "ray-cluster-aws.yaml"
     manifest.write_text(RAYJOB_FILE.read_text())
+    launcher.write_text(LAUNCHER.read_text())
     monkeypatch.setattr(images, "REGISTRY_FILE", tmp_path / "registry")
-    monkeypatch.setattr(images, "MANIFESTS", [manifest])
-    assert images.set_registry("ghcr.io/someone/tools") == [manifest]
+    monkeypatch.setattr(images, "MANIFESTS", [manifest, launcher])
+    assert images.set_registry("ghcr.io/someone/tools") == [manifest, launcher]
     assert images.registry() == "ghcr.io/someone/tools"
-    names = re.findall(r"image:\s*(\S+)", manifest.read_text())
-    assert names and all(n.startswith("ghcr.io/someone/tools/gapfuzz:") for n in names)
+    for path in (manifest, launcher):
+        names = re.findall(r"image:\s*(\S+)", path.read_text())
+        assert names and all(n.startswith("ghcr.io/someone/tools/gapfuzz:") for n in names), path.name
     with pytest.raises(ValueError, match="registry 'Ghcr.io/x y'"):
         images.set_registry("Ghcr.io/x y")
 
@@ -148,6 +166,10 @@ def test_each_device_kind_has_a_dockerfile_with_the_drivers_ray(kind):
     assert args["PYTHON_VERSION"] == "%d.%d" % sys.version_info[:2]
     runs = " ".join(a for name, a in steps if name == "RUN")
     assert '"ray[default]==${RAY_VERSION}"' in runs and "wget" in runs  # KubeRay's probes run wget
+    assert re.search(r"apt-get install [^&]*\bg\+\+", runs)  # Inductor's C++ compiler, with libgomp
+    assert "cpp_toolchain_problem" in runs  # the build stops where Inductor could not compile (no headers)
+    extras = re.search(r'-e "\.\[([a-z,]+)\]"', runs)[1].split(",")
+    assert ("cuda" in extras) == (kind == "cuda") and ("onnxruntime" in extras) == (kind != "cuda")
     base = [a for name, a in steps if name == "FROM"][-1]
     if kind == "cuda":
         assert args["CUDA_IMAGE"].startswith("nvidia/cuda:") and base == "${CUDA_IMAGE}"
@@ -188,18 +210,56 @@ def test_dockerignore_rules_follow_dockers_matching():
 
 def test_rayjob_groups_carry_every_pools_resources():
     groups = {g["groupName"]: g for g in _rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"]}
+    assert _needed("npu") == {"CPU", "NPU"} and _needed("xpu") == {"CPU", "GPU", "accelerator_type:Intel-GPU-Max-1550"}
     for device in ("cpu", "cuda", "xpu", "npu"):
         assert any(_needed(device) <= _group_resources(g) for g in groups.values()), device
     assert "nvidia.com/gpu" in groups["cuda"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    # Ray's own names, never the lowercase custom ones no node Ray set up has
+    assert not {"xpu", "npu"} & set().union(*map(_group_resources, groups.values()))
 
 
-def test_rayjob_runs_the_cluster_campaign():
+def _entrypoint_campaign():
+    """The RayJob's campaign as its entrypoint loads it (the file, then its KEY=VALUE settings)."""
+    from gapfuzz.fuzzer.cli.parser import overrides, setting
+
     words = shlex.split(_rayjob()["spec"]["entrypoint"])
-    assert words[:2] == ["gapfuzz", "run"] and "--address" in words
-    campaign = load_campaign(ROOT / words[2])
-    devices = {spec.device for spec in campaign.backends.all()}
-    groups = _rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"]
-    for device in devices:
+    assert words[:2] == ["gapfuzz", "run"], words
+    settings = [setting(w) for w in words[3:] if "=" in w and not w.startswith("-")]
+    return words, load_campaign(ROOT / Path(words[2]).relative_to(IMAGE_CHECKOUT), overrides(settings))
+
+
+IMAGE_CHECKOUT = Path("/home/ray/gapfuzz")  # the images' WORKDIR, where they hold this checkout
+
+
+def test_rayjob_runs_the_cluster_campaign_from_the_image_with_its_seeds(tmp_path, monkeypatch):
+    from gapfuzz.fuzzer.config.plan import select_seeds
+
+    for kind, dockerfile in images.KINDS.items():
+        assert ("WORKDIR", str(IMAGE_CHECKOUT)) in _instructions(dockerfile), kind
+    monkeypatch.chdir(tmp_path)  # nothing may depend on the job's working directory
+    words, campaign = _entrypoint_campaign()
+    assert Path(words[2]).is_absolute() and words[2].removeprefix(f"{IMAGE_CHECKOUT}/") in \
+        dockerignore.context_files(ROOT, "scripts/cluster/Dockerfile.cpu")  # the image holds the file
+    out = words[words.index("--out") + 1]
+    assert out.split("://")[0] in ("s3", "gs"), out  # an object store the driver writes with its service account
+    assert all(sel.catalog is None or "://" in sel.catalog for sel in campaign.seeds)
+    seeds = select_seeds(campaign)  # selected here as on the head: no local folder needed
+    sources = {s.split("/")[0] for s in seeds}
+    assert len(seeds) > 4000 and {"timm", "tv", "hf", "ops"} <= sources, sources  # tv: torchvision, hf: transformers
+    groups = {g["groupName"]: g for g in _rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"]}
+    for device in {spec.device for spec in campaign.backends.all()}:
         pool = campaign.pool(device)
         assert pool.workers == "auto", device  # each pool grows with the nodes of its group
-        assert any({k for k, v in pool.resources_needed().items() if v} <= _group_resources(g) for g in groups), device
+        need = {k for k, v in pool.resources_needed().items() if v}
+        fits = [name for name, g in groups.items() if need <= _group_resources(g)]
+        assert fits == ([device] if device != "cpu" else ["cpu", "cuda", "xpu", "npu"]), (device, fits)
+
+
+def test_only_the_head_writes_the_store_and_it_runs_as_the_service_account():
+    accounts = [d for d in _documents() if d["kind"] == "ServiceAccount"]
+    assert len(accounts) == 1 and accounts[0]["apiVersion"] == "v1"
+    name, notes = accounts[0]["metadata"]["name"], accounts[0]["metadata"].get("annotations", {})
+    assert any(k in notes for k in ("eks.amazonaws.com/role-arn", "iam.gke.io/gcp-service-account")), notes
+    spec = _rayjob()["spec"]["rayClusterSpec"]
+    assert spec["headGroupSpec"]["template"]["spec"]["serviceAccountName"] == name
+    assert not [g["groupName"] for g in spec["workerGroupSpecs"] if "serviceAccountName" in g["template"]["spec"]]

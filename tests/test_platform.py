@@ -56,11 +56,11 @@ def test_tf32_is_a_platform_option_checked_as_a_boolean():
 
 @pytest.fixture
 def npu_ray():
-    """An embedded Ray whose node advertises two fake ``npu`` devices."""
+    """An embedded Ray whose node advertises two fake Ascend NPUs, under Ray's own name for them."""
     import ray
 
     ray.shutdown()  # the session's (conftest.local_ray), if it runs: this node needs its own resources
-    ray.init(num_cpus=2, resources={"npu": 2}, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(num_cpus=2, resources={"NPU": 2}, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield
     ray.shutdown()
 

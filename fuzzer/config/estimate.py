@@ -80,16 +80,22 @@ class Estimate:
     like: int  # pairs priced by their backend's other seeds of the same kind
     guessed: int  # pairs of a backend never timed here
 
-    def line(self, workers: int) -> str:
+    def line(self, workers: int | str) -> str:
         """``estimated wall time: about 4 min ...``: the figure and what it rests on."""
+        workers = f"{workers_here(workers)} (auto: this machine's cores)" if workers == "auto" else workers
         rest = [f"{n} from {what}" for n, what in ((self.like, "other seeds on their backends"),
                                                   (self.guessed, "a guess: backends never timed here")) if n]
         basis = ", ".join([f"{self.timed} of {self.pairs} pairs timed by earlier campaigns", *rest])
         return f"estimated wall time: about {_duration(self.seconds)} on {workers} worker(s) ({basis})"
 
 
-def estimate(planned: dict[tuple[str, str, str], int], workers: int, timings: dict | None = None) -> Estimate:
-    """The wall time of ``planned``: (backend, mode, seed) -> pairs to run."""
+def workers_here(workers: int | str) -> int:
+    """A pool's workers on this machine: ``auto`` is one per core (a cluster's count is not known here)."""
+    return workers if isinstance(workers, int) else max(1, os.cpu_count() or 1)
+
+
+def estimate(planned: dict[tuple[str, str, str], int], workers: int | str, timings: dict | None = None) -> Estimate:
+    """The wall time of ``planned``: (backend, mode, seed) -> pairs to run, on ``workers`` (or ``auto``)."""
     timings = read_timings() if timings is None else timings
     like: dict[tuple[str, str, str], list] = {}
     for k, (mean, n) in timings.items():
@@ -107,7 +113,7 @@ def estimate(planned: dict[tuple[str, str, str], int], workers: int, timings: di
             family = "eager" if backend.startswith("eager") else "other"
             total, counts["guessed"] = total + GUESS_S[(family, kind(seed))] * n, counts["guessed"] + n
     pairs = sum(planned.values())
-    return Estimate(START_S + total / max(1, workers) if pairs else 0.0, pairs, **counts)
+    return Estimate(START_S + total / workers_here(workers) if pairs else 0.0, pairs, **counts)
 
 
 def _duration(seconds: float) -> str:

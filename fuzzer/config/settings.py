@@ -201,6 +201,9 @@ class PoolSection:
     threads: int = setting(1, minimum=1, maximum=MAX_WORKERS)
     gpus_per_worker: float = setting(1, exclusiveMinimum=0, maximum=1)
     memory_gb: float | None = setting(None, exclusiveMinimum=0, maximum=MAX_MEMORY_GB)
+    accelerator_type: str | None = setting(None, "Ray's accelerator type its nodes must have (A100, "
+                                                 "Intel-GPU-Max-1100; xpu's default: Intel-GPU-Max-1550)",
+                                           pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     env: dict = setting({}, "variables of its sandbox processes: thread counts; any other only with "
                             "--allow-exec-options", schema={"type": "object",
                                                             "additionalProperties": {"type": "string"}})

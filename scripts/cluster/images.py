@@ -22,13 +22,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 REGISTRY_FILE = HERE / "registry"
-MANIFESTS = [HERE / "rayjob.yaml"]
 LAUNCHER = HERE / "ray-cluster-aws.yaml"
+MANIFESTS = [HERE / "rayjob.yaml", LAUNCHER]  # the files that name the images
 KINDS = {"cpu": HERE / "Dockerfile.cpu", "cuda": HERE / "Dockerfile.cuda"}
 # Kinds the manifest names whose images come from the vendor's own base (ROCm, oneAPI, CANN): built by
 # the user from one of these Dockerfiles with that base, under the same name (docs/cluster.md).
 VENDOR_KINDS = ("rocm", "xpu", "npu")
-IMAGE = re.compile(r"(?P<lead>\bimage:\s*)(?P<name>\S*?)(?P<tail>gapfuzz:(?P<kind>[a-z0-9]+))\b")
+IMAGE = re.compile(r"(?P<lead>\b(?:head_|worker_)?image:\s*)(?P<name>\S*?)(?P<tail>gapfuzz:(?P<kind>[a-z0-9]+))\b")
 # a registry host (with an optional port) and path, as a Docker image reference allows them
 REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 
@@ -62,13 +62,13 @@ def set_registry(prefix: str) -> list[Path]:
 
 
 def manifest_ray_versions() -> dict[str, str]:
-    """The Ray version each launch file pins, by file name."""
+    """The Ray version each launch file that pins one pins (KubeRay's rayVersion), by file name; the launcher
+    file runs the images, whose Ray is the build's."""
     out = {}
     for path in MANIFESTS:
         found = re.search(r'rayVersion:\s*"?([0-9][^"\s]*)', path.read_text())
-        out[path.name] = found[1] if found else ""
-    found = re.search(r'ray\[default\]==([0-9][^"\s]*)', LAUNCHER.read_text())
-    out[LAUNCHER.name] = found[1] if found else ""
+        if found:
+            out[path.name] = found[1]
     return out
 
 

@@ -1,8 +1,10 @@
 """Worker pools: one per device kind, each worker a Ray actor that owns a warm sandbox.
 
-A worker asks Ray for its device's resource (``num_gpus`` for cuda, a custom resource
-named after the device otherwise), so on a heterogeneous cluster each run lands on a
-machine that has the device. How many workers a pool has, as nodes come and go, is the
+A worker asks Ray for its device's resource under the name Ray itself detects it by (``GPU`` for
+NVIDIA, AMD, Intel and Apple GPUs, with Ray's accelerator type where the kind is not NVIDIA's: an Intel
+``xpu`` node is a ``GPU`` node whose ``accelerator_type`` is Intel's; ``NPU`` for Ascend), so on a
+heterogeneous cluster each run lands on a machine that has the device, and a node Ray set up on its own
+is used as it is. How many workers a pool has, as nodes come and go, is the
 ``workers.run.fleet``'s; a CUDA pool of ``workers: auto`` on one machine alone is sized here, from its
 GPUs' free memory and its cores, since runs take milliseconds and a lone worker leaves the GPU idle.
 A worker answers ``doing()`` (the pair it works on, its stage and age: ``workers.run.budget``) in a thread
@@ -34,6 +36,10 @@ from gapfuzz.workers.run.sandbox import Fault, RemoteError, Sandbox
 
 AUTO = "auto"  # pool size: as many workers as the cluster's resources place, growing as nodes join
 CUDA_WORKER_GB = 4.0  # GPU memory a warm CUDA sandbox is taken to need: its context, allocator cache, a compile
+GPU_DEVICES = ("cuda", "xpu", "mps")  # device kinds Ray counts as its GPU resource
+RAY_RESOURCES = {"npu": "NPU"}  # Ray's own resource names of the other device kinds (ray._private.accelerators)
+XPU_TYPE = "Intel-GPU-Max-1550"  # an xpu pool's default accelerator type (ray.util.accelerators.INTEL_MAX_1550)
+ACCELERATOR_TYPE = "accelerator_type:"  # the resource Ray gives a node of that type, 0.001 a worker of it
 WATCH_GROUP = "watch"  # the actor's concurrency group of ``doing``: answered while a run holds the default one
 
 
@@ -114,12 +120,14 @@ class PoolSettings:
     env: dict = field(default_factory=dict)
     name: str = ""  # the pool's: its device's, or ``device~pins`` for a release of its own (workers.run.releases)
     runtime_env: dict | None = None  # Ray's, for a release's pool: its interpreter, image or pip packages
+    accelerator_type: str | None = None  # Ray's accelerator type its nodes must have (A100, Intel-GPU-Max-1100)
 
     def resources_needed(self) -> dict[str, float]:
         """What one worker takes from its node, by Ray resource name."""
         opts = self.actor_options()
         return {"CPU": opts["num_cpus"], **({"GPU": opts["num_gpus"]} if "num_gpus" in opts else {}),
-                **opts.get("resources", {})}
+                **opts.get("resources", {}),
+                **({ACCELERATOR_TYPE + opts["accelerator_type"]: 0.001} if "accelerator_type" in opts else {})}
 
     def on_one_machine(self, cores: int, free_gb: list[float]) -> PoolSettings:
         """This pool on a machine alone (no cluster) with ``cores`` and GPUs with ``free_gb`` free: a CUDA pool of
@@ -132,10 +140,13 @@ class PoolSettings:
     def actor_options(self) -> dict:
         opts = {"num_cpus": self.cpus_per_worker, "max_restarts": 0,
                 **({"runtime_env": self.runtime_env} if self.runtime_env else {})}
-        if self.device == "cuda":
+        if self.device in GPU_DEVICES:
             opts["num_gpus"] = self.gpus_per_worker
         elif self.device != "cpu":
-            opts["resources"] = {self.device: 1}
+            opts["resources"] = {RAY_RESOURCES.get(self.device, self.device.upper()): 1}
+        kind = self.accelerator_type or (XPU_TYPE if self.device == "xpu" else None)
+        if kind:
+            opts["accelerator_type"] = kind
         return opts
 
 
