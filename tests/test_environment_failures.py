@@ -71,3 +71,18 @@ def test_a_stacks_own_failure_stays_a_finding(message):
     f = Failure.from_error({"error_type": "RuntimeError", "message": message}, Stage.COMPILE)
     assert f.status in (Status.ERROR, Status.UNSUPPORTED) and f.error_type == "RuntimeError"
     assert bug_key(_as_record(f)) is not None
+
+
+def test_the_toolchain_check_asks_gcc_where_openmp_is(tmp_path):
+    import shutil
+
+    from gapfuzz.workers.backends.inductor import openmp_problem
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("no g++ here")
+    assert openmp_problem(gxx) is None  # this machine's g++ has omp.h and libgomp
+    impostor = tmp_path / "g++"  # a program named g++ that is not GCC: not asked of
+    impostor.write_text("#!/bin/sh\nexit 0\n")
+    impostor.chmod(0o755)
+    assert openmp_problem(str(impostor)) is None

@@ -112,11 +112,31 @@ def cpp_toolchain_problem() -> str | None:
     """Why Inductor cannot build C++ here (the compiler its ``cpp.cxx`` names by default, ``$CXX`` or g++, and
     the Python headers): without them every CPU compile fails, and those failures are not Inductor's."""
     cxx = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
-    if shutil.which(cxx.split()[0] if cxx.strip() else "g++") is None:
+    found = shutil.which(cxx.split()[0] if cxx.strip() else "g++")
+    if found is None:
         return f"no C++ compiler ({cxx} is not on PATH: install g++, e.g. apt-get install g++)"
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
         return "no Python headers for its C++ (install python3-dev, or your Python's development package)"
-    return None
+    return openmp_problem(found)
+
+
+def openmp_problem(compiler: str) -> str | None:
+    """Why GCC cannot build Inductor's OpenMP C++ (its ``omp.h``, its ``libgomp``), asked of the compiler where
+    it looks (``-print-file-name``); None when it can, or when the compiler is not GCC (clang finds libomp its
+    own way)."""
+    import subprocess
+
+    def where(name: str) -> str:
+        try:
+            return subprocess.run([compiler, f"-print-file-name={name}"], capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    if "g++" not in Path(compiler).name or not where("libgcc.a").startswith("/"):
+        return None
+    missing = [name for name in ("include/omp.h", "libgomp.so") if not where(name).startswith("/")]
+    return f"no OpenMP for its C++ ({', '.join(missing)} not found by {compiler}: install its libgcc-N-dev, " \
+           f"e.g. apt-get install libgcc-$(gcc -dumpversion)-dev)" if missing else None
 
 
 @lru_cache(maxsize=1)
