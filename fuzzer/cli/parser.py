@@ -166,6 +166,14 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=version())
     sub = p.add_subparsers(dest="command", required=True)
 
+    for add in (_run, _reading, _seeds, _repro, _listing):
+        add(sub, commands)
+    _with_examples(sub)
+    return p
+
+
+def _run(sub, commands: dict) -> None:
+    """``run`` and ``schema``: a campaign and its file's schema."""
     r = sub.add_parser("run", help="run a campaign (no file: the embedded default campaign)")
     r.add_argument("campaign", nargs="?", help="campaign YAML file (default: the embedded default campaign)")
     r.add_argument("settings", nargs="*", metavar="KEY=VALUE", type=setting, default=[],
@@ -188,6 +196,9 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     sch = sub.add_parser("schema", help="print the JSON Schema of a campaign file (for editors)")
     sch.set_defaults(fn=commands["schema"])
 
+
+def _reading(sub, commands: dict) -> None:
+    """``triage``, ``report`` and ``diff``: reading run folders."""
     t = sub.add_parser("triage", help="cluster table of a run folder")
     t.add_argument("run_dir")
     t.add_argument("--limit", type=positive_int(), default=50, help="clusters to show")
@@ -218,6 +229,9 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                             "(default: the run's)")
         q.set_defaults(fn=commands[name])
 
+
+def _seeds(sub, commands: dict) -> None:
+    """``seeds list`` and ``seeds scan``."""
     s = sub.add_parser("seeds", help="list seeds")
     ss = s.add_subparsers(dest="seeds_command", required=True)
     sl = ss.add_parser("list", help="print seed ids, one a line (nothing is built)")
@@ -242,6 +256,9 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                     help="continue a scan (what it always does: seeds already in the catalog are skipped)")
     sc.set_defaults(fn=commands["seeds scan"])
 
+
+def _repro(sub, commands: dict) -> None:
+    """``repro`` and ``explain``: a cluster's representative, run again."""
     x = sub.add_parser("repro", help="minimise a cluster's representative; write repro.py and report.md")
     x.add_argument("run_dir")
     x.add_argument("cluster_id", nargs="?", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
@@ -253,10 +270,7 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     x.add_argument("--max-calls", type=positive_int(MAX_COUNT), default=300, help="budget of checks while shrinking")
     x.add_argument("--tries", type=positive_int(MAX_PER_SEED), default=3,
                    help="fresh runs of repro.py before it is declared final")
-    x.add_argument("--allow-plugins", action="store_true",
-                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
-    x.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "
-                   "a library, a path or compiler flags (from the run folder's campaign and records: they run here)")
+    _replay_flags(x)
     x.add_argument("--against", action="append", default=[], metavar="STACK==RELEASE",
                    help="check the reproducer on this release too (the newest, before filing), in an environment "
                    "made for it; repeatable. The releases the campaign ran are always checked")
@@ -266,16 +280,24 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
                        "culprit pass, beside what the campaign said")
     e.add_argument("run_dir")
     e.add_argument("cluster_id", help="a cluster id from 'gapfuzz triage' (a unique prefix will do)")
-    e.add_argument("--allow-plugins", action="store_true",
-                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
-    e.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "
-                   "a library, a path or compiler flags (from the run folder's campaign and records: they run here)")
+    _replay_flags(e)
     e.set_defaults(fn=commands["explain"])
 
+
+def _listing(sub, commands: dict) -> None:
+    """``mutators`` and ``backends``: what this install has."""
     m = sub.add_parser("mutators", help="list mutation operators")
     m.set_defaults(fn=commands["mutators"])
     b = sub.add_parser("backends", help="list backends and whether they are available here")
     b.add_argument("--filter", help="glob, e.g. '*@cpu'")
     b.set_defaults(fn=commands["backends"])
-    _with_examples(sub)
-    return p
+
+
+def _replay_flags(q) -> None:
+    """What a command that replays a run folder's campaign may run here: only when the user says so."""
+    q.add_argument("--allow-plugins", action="store_true",
+                   help="import the plug-in backend classes the run folder's campaign names (its code runs here)")
+    q.add_argument("--allow-exec-options", action="store_true", help="replay backend options that name a program, "
+                   "a library, a path or compiler flags (from the run folder's campaign and records: they run here)")
+
+
