@@ -45,18 +45,23 @@ class NarrowPromotion(Backend):
         return gm
 
 
-def _reduced_in_int8(op):
+
+# elementwise ops that made an input an index before integer roles took pointwise operators as numbers
+SCALAR_OPS = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "clamp_min",
+              "clamp_max", "remainder", "div"}
+
+
+def _through_int8(op):
     def run(x, *args, **kwargs):
-        out = op(x.to(torch.int8), *args, **kwargs)  # past 127 the values wrap: wrong there only
-        return tuple(o.to(x.dtype) if o.dtype == torch.int8 else o for o in out) if isinstance(out, tuple) else \
-            out.to(x.dtype) if out.dtype == torch.int8 else out
+        return op(x.to(torch.int8).to(x.dtype), *args, **kwargs)  # an input past 127 wraps: wrong there only
     return run
 
 
 class NarrowChainValues(Backend):
-    """A reduction (amax, amin, max, min) of an int16 value an elementwise op produced is computed in int8:
-    right at small values (an operator sample's), wrong where the chain's values pass 127. Only a value
-    probe of a mutated variant reaches it: the seed itself has no chain, and index probes keep its values."""
+    """An elementwise op with a scalar (a bitwise op, a shift, clamp_min, remainder) that reads an int16 graph
+    input and feeds a reduction (amax, amin, max, min) reads that input as int8: right at small values (an
+    operator sample's), wrong where the input passes 127. Only an integer value probe of a mutated variant
+    reaches it: the seed itself has no chain, and the example, index and relation probes keep its values."""
 
     name = "narrow-chain-values"
 
@@ -66,8 +71,11 @@ class NarrowChainValues(Backend):
         graph.output(graph.graph_copy(gm.graph, {}))
         for n in graph.nodes:
             source = n.args[0] if n.args else None
-            tm = getattr(source, "meta", {}).get("tensor_meta")
-            if _name(n) in {"amax", "amin", "max", "min"} and isinstance(source, torch.fx.Node) and \
-                    _name(source) in ELEMENTWISE and getattr(tm, "dtype", None) == torch.int16:
-                n.target = _reduced_in_int8(n.target)
+            if _name(n) not in {"amax", "amin", "max", "min"} or not isinstance(source, torch.fx.Node) or \
+                    _name(source) not in SCALAR_OPS or not source.args:
+                continue
+            read = source.args[0]
+            tm = getattr(read, "meta", {}).get("tensor_meta")
+            if getattr(read, "op", None) == "placeholder" and getattr(tm, "dtype", None) == torch.int16:
+                source.target = _through_int8(source.target)
         return torch.fx.GraphModule(gm, graph)

@@ -163,7 +163,7 @@ run: {repeats: 1}
 @pytest.mark.slow  # 60-90 s on two cores; test_probe_kinds guards the roles and corners it needs
 @pytest.mark.ray
 def test_a_fault_only_values_past_127_in_an_int16_chain_reach_is_found_by_the_integer_probes(tmp_path, local_ray):
-    """Before: a mutated chain's int16 input was an index, fed only its own small values in other orders."""
+    """Before: an int16 input a bitwise op or a clamp read was an index, fed only its own values reordered."""
     run = run_campaign(VALUES, tmp_path / "run")
     found = run.clusters()
     shown = found[["cluster", "symptom", "first_div_op", "backends", "probes"]]
