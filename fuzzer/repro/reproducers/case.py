@@ -9,6 +9,8 @@ import torch
 from gapfuzz.core.bugs import FAILED, Status, Symptom
 from gapfuzz.core.codegen import comment, docstring
 from gapfuzz.core.ir import Variant
+from gapfuzz.core.modes import RunMode, mode_of
+from gapfuzz.core.tolerances import DEFAULT_TOLERANCES
 from gapfuzz.fuzzer.repro.record import record_of
 from gapfuzz.fuzzer.repro.reproducers.literals import SPECIAL_HELPER, generated, inlinable, torch_literal
 from gapfuzz.results.schema import RunRecord
@@ -27,15 +29,18 @@ class Case:
     record: RunRecord  # a row of one is typed on the way in
     title: str
     check: str  # "nonfinite" (NaN/Inf pattern), "exact" (integers), "close" (within tolerance), "raises"
-    tolerance: tuple = (1.3e-6, 1e-5)  # (rtol, atol) at the output's dtype
+    tolerance: tuple = DEFAULT_TOLERANCES["float32"]  # (rtol, atol) at the output's dtype
     options: dict = field(default_factory=dict)  # the run's backend options
     error_type: str = ""
     phrase: str = ""  # the fixed start of the failure's message template
     class_path: str = ""  # a plug-in stack's ``module:Class``
     timeout_s: float = 300.0  # the campaign's: a hang is a run that outlasts it
 
+    mode: RunMode = field(init=False)  # the variant's, asked once
+
     def __post_init__(self):
         self.record = record_of(self.record)
+        self.mode = mode_of(self.v.mode)
 
 
 @dataclass

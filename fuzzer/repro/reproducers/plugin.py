@@ -3,13 +3,12 @@ handed the graph as ``torch.export`` gives it (what gapfuzz hands every backend)
 against eager's for the cluster's symptom. The generic reproducer stands where this cannot show the bug."""
 from __future__ import annotations
 
-from gapfuzz.core.modes import mode_of
 from gapfuzz.fuzzer.repro.reproducers.case import Case, Script
 from gapfuzz.fuzzer.repro.reproducers.onnx_stacks import from_torch
 
 
 def plugin(case: Case, class_path: str) -> list[Script]:
-    if mode_of(case.v.mode).backward:
+    if case.mode.backward:
         return []  # the generic form runs gapfuzz's training step
     module, _, name = class_path.partition(":")
     if not (name.isidentifier() and all(part.isidentifier() for part in module.split("."))):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from gapfuzz.core.modes import mode_of
 from gapfuzz.fuzzer.repro.reproducers.literals import needs_nan_names
 from gapfuzz.fuzzer.repro.reproducers.torch_code import function_source
 
@@ -32,7 +31,7 @@ def torch_compile(case: Case) -> list[Script]:
         args = _args_block(case.v, weights)
         if args is None:
             return out
-        mode = mode_of(case.v.mode)
+        mode = case.mode
         ran = str(case.record.torch_version or torch.__version__).split("+")[0]  # the release it ran under
         lines = [_doc(case, f"torch {ran}"), "import sys",
                  *(["from math import inf, nan"] if needs_nan_names(args) else []), "", "import torch",
