@@ -1,10 +1,11 @@
 """What a located divergence's key folds together, so that one defect is one cluster.
 
-A key names the kernel a located op runs (``KERNEL_OF``): ``linear``, ``addmm``, ``matmul``, ``bmm``
-and ``baddbmm`` are ``mm`` (with a bias, batched, or both) on every stack (eager's kernels, Inductor's
-lowering), and a reduction's min is its max (argmin, amin, min), so one kernel's defect is one
-cluster whichever of its ops a graph held. Ops that only look alike (``neg`` and ``abs``, two sign-bit
-ops; ``minimum`` and ``min``, elementwise and reduction) are not one kernel and stay apart.
+A key names the kernel a located op runs (``KERNEL_OF``): ``linear``, ``addmm``, ``matmul``, ``bmm``,
+``baddbmm`` and ``addbmm`` are ``mm`` (with a bias, batched, or both) on every stack (eager's kernels,
+Inductor's lowering), as are ``einsum`` and ``tensordot`` (they decompose to it), and a reduction's
+min is its max (argmin, amin, min), so one kernel's defect is one cluster whichever of its ops a
+graph held. Ops that only look alike (``neg`` and ``abs``, two sign-bit ops; ``minimum`` and ``min``,
+elementwise and reduction) are not one kernel and stay apart.
 
 A located node's symptom is what the node showed on one input: the same wrong kernel gives NaN on
 one probe and a numeric error on another, and bits exact by contract (``strict``) where its error is
@@ -20,7 +21,8 @@ from __future__ import annotations
 from .vocabulary import MISSING, Symptom
 
 # graph ops that run another op's kernel on every stack (eager's kernels, Inductor's lowering): keyed by that kernel
-KERNEL_OF = {**{f"aten.{op}.default": "aten.mm.default" for op in ("linear", "addmm", "matmul", "bmm", "baddbmm")},
+KERNEL_OF = {**{f"aten.{op}.default": "aten.mm.default" for op in ("linear", "addmm", "matmul", "bmm", "baddbmm",
+                                                                      "addbmm", "einsum", "tensordot")},
              "aten.argmin.default": "aten.argmax.default", "aten.amin.default": "aten.amax.default",
              "aten.min.dim": "aten.max.dim", "aten.min.default": "aten.max.default"}
 
