@@ -31,7 +31,8 @@ def test_a_layer_norm_that_reads_one_block_of_a_row_is_found_only_at_a_width(tmp
     mine = runs[runs["backend"] == "narrow-layer-norm@cpu"]
     wrong = set(mine[mine["status"] == "mismatch"]["seed_id"])
     assert wrong == {"hf/bert/masked-lm@w2050"}, sorted(set(mine["seed_id"]))  # the first width handed out
-    assert (mine[mine["seed_id"] == "hf/bert/masked-lm"]["status"] == "ok").all()
+    own = mine[mine["seed_id"] == "hf/bert/masked-lm"]["status"]  # bounds probes the reference refuses are skipped
+    assert (own == "ok").any() and own.isin(["ok", "skipped"]).all()
     assert SeedId.parse(next(iter(wrong))).width > 1024
     found = load_run(tmp_path / "wide").clusters(vendor=True)
     assert found["backends"].map(lambda b: "narrow-layer-norm@cpu" in b).any()
