@@ -7,7 +7,7 @@ import torch
 
 from gapfuzz.seeds import create_seed
 from gapfuzz.seeds.capture import capture
-from gapfuzz.workers.run.probes import EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
+from gapfuzz.workers.run.probes import COUNTED, EXAMPLE, Probe, ProbeSettings, choose, make_inputs, roles
 from gapfuzz.workers.run.probes.kinds.edge import EDGES, QUOTIENTS
 
 from .conftest import shared_ray
@@ -132,6 +132,9 @@ def test_layout_probes_keep_the_values_and_change_the_strides():
     layouts = [p for p in chosen if p.kind == "layout"]
     assert [p.name for p in layouts] == ["layout:channels-last", "layout:transposed", "layout:strided"]
     edges = [p.name for p in chosen if p.kind == "edge"]  # a one-operator graph: the dtype's edges after them
+    boundary = [p for p in chosen if p.kind == "boundary"]  # and its own overflow boundaries last
+    assert boundary and chosen[-len(boundary):] == boundary
+    chosen = chosen[:-len(boundary)]
     assert edges == [f"edge:{e}" for e in EDGES] and chosen[-len(EDGES) - 3:-len(EDGES)] == layouts
     assert len(chosen) == 8 + 3 + len(EDGES)
     assert [p for p in choose(v.gm, v.inputs, every, "v#0") if p.kind == "layout"] == layouts  # the same recipes
@@ -208,7 +211,7 @@ def test_relation_probes_relate_inputs_of_one_shape_and_dtype():
     relations = [p for p in chosen if p.kind == "relation"]
     assert [p.name for p in relations] == ["relation:equal", "relation:some-equal", "relation:ulp",
                                            "relation:ulp-flipped", "relation:swapped"]
-    assert len([p for p in chosen if p.kind not in ("relation", "layout", "edge")]) == 8  # they displace no value probe
+    assert len([p for p in chosen if p.kind in COUNTED]) == 8  # they displace no value probe
     x, lo, hi = clamp.inputs
     fed = {p.params[0][1]: make_inputs(clamp.inputs, r, p) for p in relations}
     assert all(torch.equal(t, x) for t in fed["equal"])
