@@ -223,6 +223,9 @@ CULPRIT = ("culprit", *FIGURES, "bisect_s", "bisect_compiles", "bisect_error")
 
 FORWARD_ONLY = tuple(str(m) for m in MODES if not m.backward)  # explanations emulate the forward alone
 TRAINING = tuple(str(m) for m in MODES if m.backward)
+# what PyTorch's rule is asked about: values that differ (same lets an Inf against a NaN pass, an integer it
+# compares exactly as tier 1 does)
+NUMERIC = (Symptom.NUMERIC, Symptom.GRAD)
 
 PROBE_CHAIN = PassManager([
     Pass("closeness", judge_closeness, owns=CLOSENESS, revises=("status", "stage")),  # tier 1
@@ -239,7 +242,8 @@ PROBE_CHAIN = PassManager([
          verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_DIVERGENT),
          when=lambda c, o: o.explanation is None and c.request.output_kind != "boxes"),  # boxes: canonical order
     Pass("pytorch rule", pytorch_rule, owns=("torch_same",), revises=("explanation",),
-         verdicts=(Verdict.TARGET_DIVERGENT,), when=lambda c, o: o.compiler in TORCH_COMPILERS),
+         verdicts=(Verdict.TARGET_DIVERGENT,),
+         when=lambda c, o: o.compiler in TORCH_COMPILERS and o.symptom in NUMERIC),
     Pass("location", locate, owns=LOCATION, revises=("verdict", *EXPLANATION), flag="align",  # tier 2
          verdicts=(Verdict.TARGET_DIVERGENT, Verdict.REFERENCE_SUSPECT), stage=ALIGNING, note="align_error",
          when=lambda c, o: not (c.mode in TRAINING and o.explanation == Explanation.REDUCTION_ORDER)),  # a loss's

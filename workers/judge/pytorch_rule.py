@@ -5,8 +5,9 @@ to carry) compare a compiled result with eager through ``torch._dynamo.utils.sam
 result as ``fp64_ref``, at its default tolerance: a compiled result no further from float64 than eager
 is, in root-mean-square terms, passes however far apart the two float32 results are. gapfuzz's own rule
 (every element within its dtype's tolerance, blamed with the oracle) is the stricter; an Inductor or
-aot-eager divergence that passes PyTorch's is explained (``WITHIN_SAME``) rather than filed against it,
-and each such run records which rule it met (``torch_same``).
+aot-eager divergence of values (not of a NaN/Inf pattern, which ``same`` lets pass where float64 overflows)
+that passes PyTorch's is explained (``WITHIN_SAME``) rather than filed against it, and each such run
+records which rule it met (``torch_same``).
 """
 from __future__ import annotations
 
