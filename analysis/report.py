@@ -23,18 +23,18 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from jinja2 import Environment, PackageLoader, StrictUndefined  # noqa: E402
+import matplotlib.patches
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from gapfuzz.core.bugs import Status, Verdict  # noqa: E402
+from gapfuzz.core.bugs import Status, Verdict
 
-from . import report_tables as tables  # noqa: E402
-from .api import Run  # noqa: E402
-from .clusters import LEVEL  # noqa: E402
-from .triage import culprit_text, describe, release_note  # noqa: E402
+from . import report_tables as tables
+from .api import Run
+from .clusters import LEVEL
+from .triage import culprit_text, describe, release_note
 
 MAX_OPS = 60
 MAX_CLUSTERS = 100

@@ -57,7 +57,7 @@ def check_trains(variant: Variant) -> None:
     """One training step of the variant on eager, or ``NotTrainable`` with what it raised."""
     try:
         Trainer(variant.gm, "cpu").prepare(Eager(), variant.inputs, "cpu")(*variant.inputs)
-    except Exception as e:  # noqa: BLE001 - what eager cannot train is left out, saying why
+    except Exception as e:
         raise NotTrainable(f"eager cannot train it: {type(e).__name__}: {e}") from e
 
 
@@ -88,7 +88,7 @@ class Generator:
     def validate(self, variant: Variant, mutator, parent: Evaluation) -> Evaluation:
         try:
             ev = evaluate(variant, parent)
-        except Exception as e:  # noqa: BLE001 - an invalid mutation is rejected quietly
+        except Exception as e:
             raise Rejected(f"{type(e).__name__}: {e}") from e
         if not mutator.numeric and not self.seed_nonfinite and all_nonfinite(ev.outputs):
             raise Rejected("every output became non-finite")
@@ -177,7 +177,7 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True,
         built = create_seed(seed_id)
     except CaptureError:
         raise
-    except Exception as e:  # noqa: BLE001 - a seed that does not build is a record
+    except Exception as e:
         raise CaptureError(Stage.BUILD, describe(e)["message"]) from e
     info = built.info.to_dict()
     cap = capture(built, max_params, train_layers)

@@ -28,12 +28,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.core.bugs import COMPLETED  # noqa: E402
-from gapfuzz.fuzzer.config.campaign import from_dict  # noqa: E402
-from gapfuzz.fuzzer.config.plan import select_seeds, with_sizes  # noqa: E402
-from gapfuzz.fuzzer.driver import Driver  # noqa: E402
-from gapfuzz.fuzzer.generate import captured  # noqa: E402
-from gapfuzz.workers.run.pool import connect  # noqa: E402
+from gapfuzz.core.bugs import COMPLETED
+from gapfuzz.fuzzer.config.campaign import from_dict
+from gapfuzz.fuzzer.config.plan import select_seeds, with_sizes
+from gapfuzz.fuzzer.driver import Driver
+from gapfuzz.fuzzer.generate import captured
+from gapfuzz.workers.run.pool import connect
 
 TARGETS = ["inductor@cpu", "onnxruntime@cpu", "openvino@cpu"]
 

@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gapfuzz.core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict  # noqa: E402
-from gapfuzz.results.schema import arrow_schema  # noqa: E402
-from gapfuzz.results.store import RecordStore  # noqa: E402
+from gapfuzz.core.bugs import LIMITS, Kind, Stage, Status, Symptom, Verdict
+from gapfuzz.results.schema import arrow_schema
+from gapfuzz.results.store import RecordStore
 
 BUDGET_S, BUDGET_GIB = 30.0, 4.0
 BACKENDS = ["eager@cpu", "eager-fp64@cpu", "inductor@cpu", "onnxruntime@cpu", "openvino@cpu", "openvino-f32@cpu",

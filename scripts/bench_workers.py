@@ -27,9 +27,9 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.fuzzer.config.campaign import from_dict  # noqa: E402
-from gapfuzz.fuzzer.driver import Driver  # noqa: E402
-from gapfuzz.fuzzer.generate import captured  # noqa: E402
+from gapfuzz.fuzzer.config.campaign import from_dict
+from gapfuzz.fuzzer.driver import Driver
+from gapfuzz.fuzzer.generate import captured
 
 SEEDS = ["resnet18", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnetx_004",
          "deit_tiny_patch16_224"]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.analysis.api import load_run  # noqa: E402
-from gapfuzz.analysis.findings import render  # noqa: E402
-from gapfuzz.analysis.known import KnownIssues  # noqa: E402
-from gapfuzz.results.store import ResultsError  # noqa: E402
+from gapfuzz.analysis.api import load_run
+from gapfuzz.analysis.findings import render
+from gapfuzz.analysis.known import KnownIssues
+from gapfuzz.results.store import ResultsError
 
 
 def main() -> int:

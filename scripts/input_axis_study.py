@@ -20,11 +20,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.analysis.api import load_run  # noqa: E402
-from gapfuzz.analysis.findings import classify, performance  # noqa: E402
-from gapfuzz.analysis.known import KnownIssues  # noqa: E402
-from gapfuzz.analysis.table import markdown_table  # noqa: E402
-from gapfuzz.results.store import ResultsError  # noqa: E402
+from gapfuzz.analysis.api import load_run
+from gapfuzz.analysis.findings import classify, performance
+from gapfuzz.analysis.known import KnownIssues
+from gapfuzz.analysis.table import markdown_table
+from gapfuzz.results.store import ResultsError
 
 
 def defects(run, annotations: KnownIssues) -> tuple[dict[str, int], int]:

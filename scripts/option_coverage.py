@@ -19,8 +19,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.analysis.option_cover import pair_coverage  # noqa: E402
-from gapfuzz.core.covering import DRAW  # noqa: E402
+from gapfuzz.analysis.option_cover import pair_coverage
+from gapfuzz.core.covering import DRAW
 
 
 def planned(c, spec, seeds: list[str]) -> pd.DataFrame:

@@ -16,9 +16,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gapfuzz.core.bugs import EXAMPLE_PROBE  # noqa: E402
-from gapfuzz.results.columns import NESTED, decode_column  # noqa: E402
-from gapfuzz.results.store import RecordStore  # noqa: E402
+from gapfuzz.core.bugs import EXAMPLE_PROBE
+from gapfuzz.results.columns import NESTED, decode_column
+from gapfuzz.results.store import RecordStore
 
 # Columns that differ between two runs of the same campaign by nature: time, place and cost.
 VOLATILE = {"time", "host", "worker", "worker_s", "gen_s", "capture_s", "prepare_s", "first_run_s", "latency_ms",

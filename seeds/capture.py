@@ -122,7 +122,7 @@ def capture(seed: BuiltSeed, max_params: int | None = None, train_layers: bool =
         ep = ep.run_decompositions({})
         flat = fx_pytree.tree_flatten_spec((seed.args, seed.kwargs or {}), ep.call_spec.in_spec)
         gm = unlift(ep, flat, mutations=train_layers)
-    except Exception as e:  # noqa: BLE001 - any export failure is data, recorded with its type
+    except Exception as e:
         raise CaptureError(Stage.CAPTURE, f"{type(e).__name__}: {e}", seed.info.to_dict()) from e
     inputs = tuple(t for t in flat if isinstance(t, torch.Tensor))
     names = output_names(ep.call_spec.out_spec)

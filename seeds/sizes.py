@@ -119,7 +119,7 @@ def check_runs(built, shown: str):
     try:
         with torch.no_grad():
             built.model(*built.args, **built.kwargs)
-    except Exception as e:  # noqa: BLE001 - any failure means: not at this size
+    except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise SizeError(f"{built.info.id}: does not run at {shown}: {type(e).__name__}: {first}") from e
     return built

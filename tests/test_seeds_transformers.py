@@ -10,9 +10,9 @@ import torch.utils._pytree as pytree
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from gapfuzz.seeds import SeedError  # noqa: E402
-from gapfuzz.seeds.capture import capture  # noqa: E402
-from gapfuzz.seeds.sources.transformers import HEADS, TransformersSource, tiny_config  # noqa: E402
+from gapfuzz.seeds import SeedError
+from gapfuzz.seeds.capture import capture
+from gapfuzz.seeds.sources.transformers import HEADS, TransformersSource, tiny_config
 
 SOURCE = TransformersSource()
 

@@ -78,7 +78,7 @@ class TimmSource(SeedSource):
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
         try:
             model = timm.create_model(name, pretrained=False, **kwargs).eval()
-        except Exception as e:  # noqa: BLE001 - widths that do not fit the architecture
+        except Exception as e:
             if sized.width is None:
                 raise
             raise SizeError(f"{seed_id}: does not build at width {sized.width}: {type(e).__name__}: "

@@ -175,7 +175,7 @@ class TransformersSource(SeedSource):
         model_cls = getattr(transformers, _class_name(table[model_type]))
         try:
             config = tiny_config(model_type, sized.width)
-        except Exception as e:  # noqa: BLE001 - a config whose widths do not fit each other at this width
+        except Exception as e:
             if sized.width is None:
                 raise
             raise SizeError(f"{seed_id}: has no config at width {sized.width}: {type(e).__name__}: "
@@ -198,7 +198,7 @@ class TransformersSource(SeedSource):
         torch.manual_seed(stable_int(sized.base))  # the same weights at every size where shapes allow
         try:
             model = model_cls._from_config(config, dtype=torch.float32, attn_implementation="eager").eval()
-        except Exception as e:  # noqa: BLE001 - a model whose widths do not fit each other at this width
+        except Exception as e:
             if sized.width is None:
                 raise
             raise SizeError(f"{seed_id}: does not build at width {sized.width}: {type(e).__name__}: "

@@ -97,7 +97,7 @@ def failing_at(stage: Stage | Callable[[Exception], Stage]):
         yield
     except StageFailed:
         raise
-    except Exception as e:  # noqa: BLE001 - anything a backend raises is a record
+    except Exception as e:
         raise StageFailed(e, stage(e) if callable(stage) else stage) from e
 
 

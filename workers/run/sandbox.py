@@ -185,7 +185,7 @@ class Sandbox:
                     tag, value = pipe.recv(self.inbox)
                 except (EOFError, OSError):
                     return self._fault(since, None)
-                except Exception as e:  # noqa: BLE001 - an undecodable reply fails this request, not the campaign
+                except Exception as e:
                     raise RemoteError({"error_type": "ReplyDecodeError", "message": f"{type(e).__name__}: {e}",
                                        "traceback": ""}) from e
                 if tag == RAISED:
