@@ -20,7 +20,7 @@ import torch
 import torch.fx as fx
 import xxhash
 
-from gapfuzz.core.modes import DEFAULT_MODE, mode_of
+from gapfuzz.core.modes import DEFAULT_MODE, ModeField, RunMode
 
 PAYLOAD_VERSION = 1
 
@@ -270,7 +270,7 @@ class Variant:
     inputs: tuple
     output_names: tuple = ()
     _graph_json: str | None = field(default=None, repr=False)
-    mode: str = DEFAULT_MODE  # core.modes: its RunMode says what a run of it prepares (forward, or backward too)
+    mode: RunMode = ModeField()  # what a run of it prepares (forward, or backward too)
 
     # -- structure
     @property
@@ -311,7 +311,7 @@ class Variant:
             "tensors": {k: {**tensor_to_wire(t), "param": k in params} for k, t in sorted(self.tensors().items())},
             "inputs": [tensor_to_wire(t) for t in self.inputs],
             "output_names": list(self.output_names),
-            **mode_of(self.mode).entry(),
+            **self.mode.entry(),
         }
 
     @classmethod

@@ -30,9 +30,11 @@ DEFAULT_MODE = Mode.INFERENCE.value  # a record, recipe or payload that names no
 MODE_NAMES = tuple(m.value for m in Mode)
 
 
-@dataclass(frozen=True)
-class RunMode:
-    """One mode's part in a run, a record and a reproducer."""
+@dataclass(frozen=True, eq=False, repr=False)
+class RunMode(str):
+    """One mode's part in a run, a record and a reproducer. It is its name too (a ``str``: equal to, hashed
+    and written as ``"inference"``), so the mode travels as this object through payloads, records and
+    requests, and a caller asks it (``variant.mode.backward``) rather than resolving a name again."""
 
     name: Mode
     backward: bool  # a run is a training step: the forward, a loss and backward (workers.run.training)
@@ -50,8 +52,17 @@ class RunMode:
     compile_helper: tuple[str, ...] = ()
     compile_call: str = "{fn}(*{args})"
 
+    def __new__(cls, name, *args, **kwargs):
+        return super().__new__(cls, str(name))
+
     def __str__(self) -> str:
         return str(self.name)
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __reduce__(self):  # unpickled as the one object of its name
+        return mode_of, (str(self),)
 
     def entry(self) -> dict:
         """Its key in a payload, recipe or record: none for the default mode, as before modes existed."""
@@ -105,6 +116,20 @@ def mode_of(name) -> RunMode:
         return _BY_NAME[str(name)]
     except KeyError:
         raise ValueError(f"unknown mode {name!r}{did_you_mean(str(name), list(_BY_NAME))}") from None
+
+
+class ModeField:
+    """A dataclass field that holds a ``RunMode``: a name set on it is resolved once, here, so every reader
+    asks the mode itself (``variant.mode.backward``). Its default is the default mode."""
+
+    def __set_name__(self, owner, name):
+        self.attr = f"_{name}"
+
+    def __get__(self, obj, objtype=None) -> RunMode:
+        return mode_of(DEFAULT_MODE) if obj is None else getattr(obj, self.attr, mode_of(DEFAULT_MODE))
+
+    def __set__(self, obj, value) -> None:
+        setattr(obj, self.attr, mode_of(value))
 
 
 def modes_label(modes: Iterable[str]) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gapfuzz.core.bugs import Stage
 from gapfuzz.core.failures import Failure
-from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.core.modes import ModeField, RunMode
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.config.settings import VariantSettings
 from gapfuzz.fuzzer.recipe import Recipe
@@ -38,7 +38,7 @@ class BuildRequest:
     max_params: int | None
     guidance: Guidance | None = None
     use_cache: bool = True
-    mode: str = DEFAULT_MODE  # core.modes name of the variants to build
+    mode: RunMode = ModeField()  # of the variants to build
     train_layers: bool = False  # training variants: dropout and batch norm as in training
     tolerances: Tolerances | None = None  # the campaign's compare settings (metamorphic_err); None: the defaults
 
@@ -58,7 +58,7 @@ class BuiltVariant:
     metamorphic_err: float | None = None
     metamorphic_ok: bool | None = None
     gen_s: float | None = None
-    mode: str = DEFAULT_MODE
+    mode: RunMode = ModeField()
     unmutated: bool = False  # meant to carry a mutation, and none applied: skipped, not run as its seed again
 
 

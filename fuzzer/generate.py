@@ -17,7 +17,6 @@ import torch
 from gapfuzz.core.bugs import Stage, Status, Verdict
 from gapfuzz.core.failures import Failure, describe
 from gapfuzz.core.ir import Variant, flatten_outputs, target_name, tensor_to_wire
-from gapfuzz.core.modes import mode_of
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.builds import BuildRequest, BuiltVariant, Guidance, SeedBuild
 from gapfuzz.fuzzer.config.settings import VariantSettings
@@ -189,7 +188,7 @@ def captured(seed_id: str, max_params: int | None, use_cache: bool = True,
 def build_seed_variants(request: BuildRequest) -> SeedBuild:
     t0 = time.perf_counter()
     seed_id = request.seed_id
-    backward = mode_of(request.mode).backward  # training: each variant must train on eager
+    backward = request.mode.backward  # training: each variant must train on eager
     try:
         info, cap = captured(seed_id, request.max_params, request.use_cache, backward and request.train_layers)
     except CaptureError as e:

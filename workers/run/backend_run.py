@@ -15,7 +15,6 @@ from typing import Callable
 
 from gapfuzz.core.bugs import Stage
 from gapfuzz.core.failures import Failure
-from gapfuzz.core.modes import mode_of
 from gapfuzz.workers.backends.inductor import symbolic_sizes
 from gapfuzz.workers.judge.culprit import inductor_counters
 from gapfuzz.workers.run.backend import stage_of
@@ -71,7 +70,7 @@ def _prepared(backend, variant, inputs: tuple, device: str):
     """The backend's callable on the variant: its forward, or for a mode that goes backward its training
     step (the parameters go where the inputs are). The name is ``fuzzer.unusable``'s mark of a crash
     while preparing."""
-    if mode_of(variant.mode).backward:
+    if variant.mode.backward:
         return Trainer(variant.gm, backend.input_device or device).prepare(backend, inputs, device)
     return backend.prepare(variant.gm, inputs, device)
 
@@ -150,7 +149,7 @@ class BackendRun:
             self.device = backend.input_device or self.device
             inputs = tuple(t.to(self.device) for t in variant.inputs)
             calls = [tuple(clone_exact(t) for t in inputs) for _ in range(repeats + 1)]
-            if mode_of(variant.mode).backward and not backend.trains:
+            if variant.mode.backward and not backend.trains:
                 raise NotImplementedError(f"{self.spec.stack} does not train (its prepared callable is not "
                                           f"differentiable)")
         return variant, inputs, calls

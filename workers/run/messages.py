@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gapfuzz.core.modes import DEFAULT_MODE
+from gapfuzz.core.modes import ModeField, RunMode
 from gapfuzz.core.setting import MAX_PER_SEED, setting
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.results.schema import RunRecord
@@ -92,7 +92,7 @@ class RunRequest:
     settings: JudgeSettings
     output_kind: str = "tensor"  # the seed's, for tier 3
     output_names: list = field(default_factory=list)
-    mode: str = DEFAULT_MODE  # core.modes.Mode of the variant
+    mode: RunMode = ModeField()  # the variant's
     hands_on: bool = False  # pools run it later: they read its divergent targets' outputs (consensus witnesses)
 
 

@@ -20,7 +20,6 @@ import torch
 import torch.fx as fx
 
 from gapfuzz.core.bugs import GRAD_OUTPUT as GRAD  # the prefix of every gradient output's name
-from gapfuzz.core.modes import mode_of
 
 LOSS = "loss"
 PROJECTION_SEED = 20261201
@@ -99,14 +98,14 @@ def training_output_names(gm: fx.GraphModule, inputs: tuple, forward_names) -> t
 
 def output_names(variant) -> tuple:
     """A variant's run outputs' names: its own, and in training the loss and gradients too."""
-    if mode_of(variant.mode).backward:
+    if variant.mode.backward:
         return training_output_names(variant.gm, variant.inputs, variant.output_names)
     return tuple(variant.output_names)
 
 
 def autograd_for(variant):
     """A context with autograd on for a run that goes backward (``core.modes``), off for a forward alone."""
-    return torch.enable_grad() if mode_of(variant.mode).backward else torch.no_grad()
+    return torch.enable_grad() if variant.mode.backward else torch.no_grad()
 
 
 def forward_count(names) -> int:
