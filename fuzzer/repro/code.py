@@ -21,7 +21,7 @@ from gapfuzz.core.bugs import FAILED, Status, Symptom, Verdict, bug_key
 from gapfuzz.core.codegen import literal
 from gapfuzz.core.ids import BackendName
 from gapfuzz.core.ir import Variant, clone_exact
-from gapfuzz.core.modes import RunMode, mode_of
+from gapfuzz.core.modes import RunMode
 from gapfuzz.core.templates import template
 from gapfuzz.core.tolerances import Tolerances
 from gapfuzz.fuzzer.repro import checks as repro_checks
@@ -140,7 +140,7 @@ def reproducer(v: Variant, target: BackendSpec, record, title: str, compare, out
     task = not failure and record.symptom in (Symptom.TASK, None) and record.task_agree is not None \
         and record.task_agree < 1
     oracle = not failure and not task and record.verdict in (Verdict.REFERENCE_DIVERGENT, Verdict.ILL_CONDITIONED)
-    mode = mode_of(v.mode)
+    mode = v.mode
     random = mode.backward and draws_randomly(v.gm)
     boxes = output_kind == "boxes" and detection_adapter
     names = list(output_names(v))

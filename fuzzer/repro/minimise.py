@@ -17,7 +17,6 @@ from pathlib import Path
 
 from gapfuzz.core.bugs import GRADIENT_SYMPTOMS, LIMITS, MISSING, Kind, ReproStatus, Status
 from gapfuzz.core.files import inside
-from gapfuzz.core.modes import mode_of
 from gapfuzz.core.tolerances import DEFAULT_TOLERANCES
 from gapfuzz.fuzzer.repro.across import ABSENT, campaign_releases, check_releases, torch_apart
 from gapfuzz.fuzzer.repro.across import in_words as release_words
@@ -77,7 +76,7 @@ class Reproduction(Replay):
     def begin(self) -> None:
         """The folder made the reproducer's: shrink.json from the start, whatever stops it."""
         r, key = self.replayed, self.replayed.key
-        self.mode = mode_of(r.variant.mode)  # asked once: whether its runs go backward
+        self.mode = r.variant.mode  # its RunMode: whether its runs go backward
         self.out.mkdir(parents=True, exist_ok=True)
         self.result = ReproResult(str(self.out), ReproStatus.NOT_REPRODUCED, nodes_before=r.variant.node_count,
                                   backend=r.target.name, stack=f"{r.target.stack}@{r.target.device}",

@@ -9,7 +9,7 @@ import torch
 from gapfuzz.core.bugs import FAILED, Status, Symptom
 from gapfuzz.core.codegen import comment, docstring
 from gapfuzz.core.ir import Variant
-from gapfuzz.core.modes import RunMode, mode_of
+from gapfuzz.core.modes import RunMode
 from gapfuzz.core.tolerances import DEFAULT_TOLERANCES
 from gapfuzz.fuzzer.repro.record import record_of
 from gapfuzz.fuzzer.repro.reproducers.literals import SPECIAL_HELPER, generated, inlinable, torch_literal
@@ -40,7 +40,7 @@ class Case:
 
     def __post_init__(self):
         self.record = record_of(self.record)
-        self.mode = mode_of(self.v.mode)
+        self.mode = self.v.mode
 
 
 @dataclass
