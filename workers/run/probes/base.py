@@ -82,6 +82,9 @@ class ProbeKind:
         return None
 
 
+SHOWN: dict[str, tuple] = {}  # kind -> the parameters its probes' names show, filled as each kind registers
+
+
 def probe_name(kind: str, params: dict, shown: tuple | None = None) -> str:
     keys = shown if shown is not None else sorted(params)
     return ":".join([kind, *(str(params[k]) for k in keys if k in params)])
@@ -102,10 +105,7 @@ class Probe:
     @property
     def name(self) -> str:
         """Unique among a variant's probes, readable in a table: ``special:nan:row``, ``random:large``."""
-        from gapfuzz.workers.run.probes.registry import PROBE_KINDS
-
-        shown = PROBE_KINDS.get(self.kind)().shown_params if self.kind in PROBE_KINDS else None
-        return probe_name(self.kind, dict(self.params), shown)
+        return probe_name(self.kind, dict(self.params), SHOWN.get(self.kind))
 
     def recipe(self) -> str:
         return json.dumps({"kind": self.kind, **dict(self.params), "seed": self.seed}, sort_keys=True)

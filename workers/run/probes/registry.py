@@ -8,7 +8,7 @@ import pkgutil
 
 from gapfuzz.core.registry import Registry
 from gapfuzz.workers.run.probes import kinds as _kinds
-from gapfuzz.workers.run.probes.base import ProbeKind, ProbeKindError
+from gapfuzz.workers.run.probes.base import SHOWN, ProbeKind, ProbeKindError
 
 
 def _declared(cls) -> None:
@@ -16,6 +16,7 @@ def _declared(cls) -> None:
         raise ProbeKindError(f"probe kind {cls.name!r} is counted: it needs its rounds and the role it needs")
     if any(not isinstance(values, (tuple, type(None))) for values in cls.params.values()):
         raise ProbeKindError(f"probe kind {cls.name!r}: each parameter takes a tuple of values, or None")
+    SHOWN[cls.name] = cls().shown_params  # what its probes' names show (base.Probe.name)
 
 
 BUILTIN = tuple(sorted(m.name for m in pkgutil.iter_modules(_kinds.__path__)))
