@@ -41,7 +41,7 @@ from scripts.loopback_cluster import LoopbackCluster, cpu_s, machine_busy_s, rss
 
 PROBES, PER_SEED = 8, 10
 BACKENDS = 5  # reference, oracle, eager copy, host@npu, host@xpu
-HOST = "tests.fake_npu:HostDevice"
+HOST = "tests.stacks.fake_npu:HostDevice"
 XPU_NODE = {"GPU": 1, "accelerator_type:Intel-GPU-Max-1550": 1}  # what Ray detects on an Intel GPU node
 
 

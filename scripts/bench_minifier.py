@@ -39,7 +39,7 @@ from gapfuzz.workers.run.registry import parse_backend
 NUMERIC = {"status": Status.MISMATCH, "symptom": Symptom.NUMERIC, "verdict": Verdict.TARGET_DIVERGENT,
            "output_dtype": "float32"}
 GELU = {**NUMERIC, "first_div_op": "aten.gelu.default"}
-CASES = [  # seed, test stack (tests/numeric_backends.py), options, signature
+CASES = [  # seed, test stack (tests/stacks/numeric_backends.py), options, signature
     ("timm/test_vit", "MiscomputeOp", {}, GELU),
     ("timm/test_mambaout", "MiscomputeOp", {}, GELU),
     ("timm/test_coatnet", "MiscomputeOp", {}, GELU),
@@ -58,7 +58,7 @@ class InProcessBug:
     """The same-bug predicate (the cluster's bug key), run in this process (both tools pay the same per call)."""
 
     def __init__(self, stack: str, options: dict, cluster: dict):
-        self.target = parse_backend("x@cpu", options, cls_path=f"tests.numeric_backends:{stack}")
+        self.target = parse_backend("x@cpu", options, cls_path=f"tests.stacks.numeric_backends:{stack}")
         self.specs = [parse_backend("eager@cpu"), parse_backend("eager-fp64@cpu")]
         self.where = {"backend": self.target.name, "stack": self.target.stack, "device": "cpu"}
         self.key = bug_key({**self.where, **cluster})

@@ -1,7 +1,7 @@
 """The commands that read a run folder: ``triage``, ``report`` (and its vendor digest) and ``diff``.
 
 They import neither torch nor Ray (``analysis`` needs neither), so a notebook's environment or a laptop
-reads a run folder in about a second; ``tests/test_triage.py`` checks it. What they print is a run folder's
+reads a run folder in about a second; ``tests/analysis/test_triage.py`` checks it. What they print is a run folder's
 data, so it goes through ``show``: a record's terminal escapes are printed as text, never obeyed.
 """
 from __future__ import annotations
