@@ -104,7 +104,7 @@ def test_the_gradient_aligner_says_whether_the_located_nodes_forward_diverged(st
     from gapfuzz.workers.run.registry import load_class
 
     gm, inputs = _linear_tanh()
-    cls = load_class(f"tests.{stack}")
+    cls = load_class(f"tests.stacks.{stack}")
     where = GradAligner(Variant(gm, inputs, ("out",), mode=Mode.TRAINING), cls, "cpu", "cpu", Tolerances(),
                         ["grad:w"]).locate()
     assert where["first_div_op"] == op

@@ -116,7 +116,7 @@ def sandbox():
 
 
 def _plugin(cls: str, label: str, **options):
-    return parse_backend("x@cpu", options, label=label, cls_path=f"tests.{cls}")
+    return parse_backend("x@cpu", options, label=label, cls_path=f"tests.stacks.{cls}")
 
 
 def _run(sandbox, variant, targets, budget_s):
