@@ -16,15 +16,13 @@ import sys
 from multiprocessing.connection import Connection
 
 from gapfuzz.core.failures import describe
-from gapfuzz.workers.judge.culprit import bisect
 from gapfuzz.workers.run import pipe
-from gapfuzz.workers.run.backend_run import BackendRun, _prepared, to_host
+from gapfuzz.workers.run.backend_run import BackendRun
+from gapfuzz.workers.run.judging_calls import InSandbox
 from gapfuzz.workers.run.messages import Execution, PayloadReply
-from gapfuzz.workers.run.platform import Precision
-from gapfuzz.workers.run.probes import RESIZE, Probe, ProbeSettings, choose, probed
+from gapfuzz.workers.run.probes import Probe, ProbeSettings, choose
 from gapfuzz.workers.run.resize import resize_probes
 from gapfuzz.workers.run.sandbox import RAISED, REPLY, rss_bytes
-from gapfuzz.workers.run.training import autograd_for
 
 FULL_COLLECT_GROWTH = 256 * 2**20  # bytes of growth (or a quarter, if more) before a full collection
 KEEP_BYTES = 1 << 30  # built payloads kept for local loads
@@ -43,28 +41,7 @@ def _die_with_parent() -> None:
             pass
 
 
-class CompiledAtExample:
-    """A backend whose prepared callable is first called once on the variant's example inputs: a resize
-    probe's run (compiled at the example's sizes, then called at the probe's) for tier 2, which prepares
-    prefixes of the graph. A graph of other inputs (one node alone) is prepared as it is."""
-
-    def __init__(self, backend, example: tuple):
-        self.backend, self.example = backend, example
-
-    def prepare(self, gm, inputs: tuple, device: str):
-        from gapfuzz.core.ir import clone_exact
-
-        if len(inputs) != len(self.example):
-            return self.backend.prepare(gm, inputs, device)
-        fn = self.backend.prepare(gm, self.example, device)
-        fn(*(clone_exact(t) for t in self.example))
-        return fn
-
-    def __getattr__(self, name: str):
-        return getattr(self.backend, name)
-
-
-class Executor:
+class Executor(InSandbox):
     def __init__(self):
         self.payloads: dict[str, dict] = {}
         self.checksums: dict[str, dict] = {}
@@ -130,100 +107,6 @@ class Executor:
             return run.execute(repeats, probes)
         finally:
             self._release(run.device)
-
-    def bisect(self, variant_id: str, spec, probe: Probe, reference: list, settings, error_type: str | None,
-               budget_s: float = 900.0) -> dict:
-        """PyTorch's ``CompilerBisector`` on one finding of a torch.compile stack (``workers.judge.culprit``):
-        each step compiles the probe's variant afresh and calls it once (a resize probe's: compiled and
-        called at the example's sizes first, as its run was); the finding is present while the outputs
-        differ from ``reference`` at ``settings`` (a divergence) or the call raises ``error_type`` (a failure)."""
-        import torch
-
-        from gapfuzz.core.ir import Variant, clone_exact, tensor_from_wire
-        from gapfuzz.workers.judge.compare import compare
-
-        reference = [tensor_from_wire(x) if isinstance(x, dict) else x for x in reference]
-        self._settle()
-        example = Variant.from_payload(self.payloads[variant_id])
-        variant = probed(example, probe)
-        backend = spec.create()
-        device = backend.input_device or spec.device
-        inputs = tuple(t.to(device) for t in variant.inputs)
-        first = tuple(t.to(device) for t in example.inputs) if probe.kind == RESIZE else None
-
-        def good() -> bool:
-            torch._dynamo.reset()
-            try:
-                with autograd_for(variant), Precision.of(spec.options).applied():
-                    fn = _prepared(spec.create(), variant, first or inputs, spec.device)
-                    if first:
-                        fn(*(clone_exact(t) for t in first))
-                    out = to_host(fn(*(clone_exact(t) for t in inputs)))
-            except Exception as e:  # noqa: BLE001 - the failure under test, or another (not this finding)
-                return error_type is None or type(e).__name__ != error_type
-            return error_type is not None or compare(out, reference, settings).passed
-
-        try:
-            if good():
-                return {"bisect_error": "did not show again when compiled afresh"}
-            return bisect(good, budget_s)
-        finally:
-            self._release(spec.device)
-
-    def align(self, variant_id: str, spec, settings, reference_device: str = "cpu", probe: Probe = Probe(),
-              wrong_grads: tuple = (), symptom: str | None = None) -> dict:
-        """Tier 2 for one divergent target on one probe: the first divergent node, its growth, amplification;
-        for a training run whose gradients ``wrong_grads`` alone diverge, the node whose backward does."""
-        from gapfuzz.core.ir import Variant
-        from gapfuzz.workers.judge.align import Aligner
-        from gapfuzz.workers.judge.grad_align import GradAligner
-
-        self._settle()
-        example = Variant.from_payload(self.payloads[variant_id])
-        variant = probed(example, probe)
-        backend = spec.create()
-        input_device = backend.input_device or spec.device
-        make = spec.create
-        if probe.kind == RESIZE:  # each prepare compiled and called at the example's sizes first, as the run was
-            first = tuple(t.to(input_device) for t in example.inputs)
-            make = lambda: CompiledAtExample(spec.create(), first)  # noqa: E731
-        try:
-            with Precision.of(spec.options).applied():
-                if wrong_grads:
-                    return GradAligner(variant, make, spec.device, input_device, settings, list(wrong_grads),
-                                       reference_device).locate()
-                aligner = Aligner(variant, make, spec.device, input_device, settings, reference_device, symptom)
-                return aligner.locate(backend.capture_nodes)
-        finally:
-            self._release(spec.device)
-
-    def numpy_answer(self, variant_id: str, probe: Probe) -> list | None:
-        """numpy's outputs on the probe, for a one-operator graph numpy has (``workers.judge.consensus``)."""
-        from gapfuzz.core.ir import Variant
-        from gapfuzz.workers.judge.consensus import numpy_outputs
-
-        self._settle()
-        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
-        return numpy_outputs(variant.gm, variant.inputs)
-
-    def raising_op(self, variant_id: str, probe: Probe) -> str | None:
-        """The operator whose eager run raises on the probe (a check of its input), None when none does."""
-        from gapfuzz.core.ir import Variant, target_name
-        from gapfuzz.workers.judge.interpret import raising_node
-
-        self._settle()
-        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
-        node = raising_node(variant.gm, variant.inputs)
-        return None if node is None else target_name(node.target)
-
-    def emulate(self, variant_id: str, probe: Probe, modes: tuple, device: str = "cpu") -> dict:
-        """Eager's outputs on the probe under each explanation hypothesis of ``modes`` (``workers.judge.emulate``)."""
-        from gapfuzz.core.ir import Variant
-        from gapfuzz.workers.judge.emulate import emulate
-
-        self._settle()
-        variant = probed(Variant.from_payload(self.payloads[variant_id]), probe)
-        return emulate(variant.gm, variant.inputs, modes, device)
 
     def _release(self, device: str) -> None:
         try:

@@ -18,19 +18,17 @@ import time
 
 from gapfuzz.core.bugs import FAILED, Stage, Status, Verdict
 from gapfuzz.core.failures import Failure
-from gapfuzz.core.ids import BackendName
 from gapfuzz.core.ir import packed_outputs, tensor_from_wire, unpacked_outputs
 from gapfuzz.results.schema import RunRecord
 from gapfuzz.workers.judge.chain import PROBE_CHAIN, VARIANT_CHAIN, WITNESSES, Judging
 from gapfuzz.workers.judge.comparisons import Judges
 from gapfuzz.workers.judge.consensus import bit_exact, dtype_bound
-from gapfuzz.workers.judge.explain import declared, explain, hypotheses, measure
 from gapfuzz.workers.judge.verdict import RefusedProbe
-from gapfuzz.workers.run.budget import ALIGNING, BISECTING, EXPLAINING, RUNNING, PairClock
+from gapfuzz.workers.run.budget import RUNNING, PairClock
 from gapfuzz.workers.run.executor import Executor
+from gapfuzz.workers.run.judging_calls import FromJob
 from gapfuzz.workers.run.messages import Execution, JudgeSettings, RunRequest
 from gapfuzz.workers.run.outcome import new_outcome
-from gapfuzz.workers.run.platform import TF32
 from gapfuzz.workers.run.probes import EXAMPLE, RESIZE, Probe, ProbeRun
 from gapfuzz.workers.run.registry import BackendSpec
 from gapfuzz.workers.run.resize import takes_resizes
@@ -61,7 +59,7 @@ def _probe_outcome(example: RunRecord, run: ProbeRun) -> RunRecord:
         runs=1, nondeterministic=None, inputs_mutated=None, input_checksum=run.input_checksum, worker_s=0.0)
 
 
-class VariantJob:
+class VariantJob(FromJob):
     """One variant's runs in one sandbox. ``payload`` None: the sandbox built the variant and keeps
     it; ``fetch()`` gives the payload when it does not (any more, after a crash). ``clock``: the pairs'
     budgets (``workers.run.budget``), charged by each sandbox call made for one backend."""
@@ -140,105 +138,6 @@ class VariantJob:
         return self._charged(spec.name, stage, Executor.run, self.vid, spec,
                              self.s.repeats if repeats is None else repeats, tuple(probes),
                              timeout=spec.timeout_s or self.s.timeout_s)
-
-    def align(self, spec: BackendSpec, probe: Probe, wrong_grads: tuple = (), symptom: str | None = None) -> dict:
-        """Tier 2 (location) in the sandbox, on the probe's inputs; a fault or error there leaves the run located
-        nowhere, not lost."""
-        self._load()
-        try:
-            reply = self._charged(spec.name, ALIGNING, Executor.align, self.vid, spec, self.s.compare,
-                                  self._reference_device(spec), probe, wrong_grads, symptom,
-                                  timeout=(spec.timeout_s or self.s.timeout_s) * 24)
-        except RemoteError as e:
-            return {"align_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
-        if isinstance(reply, Fault):
-            return {"align_error": self.over_budget(spec.name) or f"{reply.status} {reply.cause}"}
-        return reply
-
-    def bisect(self, spec: BackendSpec, probe: Probe, ref: list | None, failure: str | None) -> dict:
-        """PyTorch's CompilerBisector on a run of ``spec`` (``Executor.bisect``: against ``ref``, or for
-        the error ``failure``), in the sandbox; a fault or error there is its ``bisect_error``. It stops unfinished
-        at ``bisect_budget_s`` or when its pair's budget runs out, whichever comes first."""
-        budget = min(self.s.bisect_budget_s, self.clock.left(spec.name))
-        try:
-            self._load()
-            reply = self._charged(spec.name, BISECTING, Executor.bisect, self.vid, spec, probe,
-                                  packed_outputs(ref) if ref else [], self.s.compare, failure, budget,
-                                  timeout=self.s.bisect_budget_s + (spec.timeout_s or self.s.timeout_s) * 2)
-        except RemoteError as e:
-            return {"bisect_error": f"{e.info['error_type']}: {e.info['message'][:200]}"}
-        if isinstance(reply, Fault):
-            return {"bisect_error": self.over_budget(spec.name) or f"{reply.status} {reply.cause or ''}".strip()}
-        if budget < self.s.bisect_budget_s and str(reply.get("bisect_error", "")).startswith("over its"):
-            self.clock.exhaust(spec.name, BISECTING)  # it stopped for the pair's budget, not its own
-            reply = {**reply, "bisect_error": self.clock.why(spec.name) + reply["bisect_error"].split("budget", 1)[1]}
-        return reply
-
-    def _reference_device(self, spec: BackendSpec) -> str:
-        """Where tier 2 and the emulations run the reference: the target's device when the reference or
-        the device's own reference (``backends.device_reference``) runs there, else the host."""
-        device = BackendName.parse(self.s.reference).device
-        own = self.s.device_references.get(spec.device) not in (None, spec.name)
-        return spec.device if device == spec.device or own else "cpu"
-
-    def strict_outputs(self, spec: BackendSpec, probe: Probe) -> list | None:
-        """``spec``'s outputs on ``probe`` with the platform's TF32 off (every probe run once, kept per
-        backend); None when that run fails."""
-        if spec.name not in self.strict:
-            strict = dataclasses.replace(spec, options={**spec.options, TF32: False})
-            others = [p for p in self.probes_for(spec) if p.kind != EXAMPLE]
-            try:
-                reply = self.run_once(strict, others, repeats=0, stage=EXPLAINING)
-            except RemoteError:
-                reply = None
-            got = self.strict[spec.name] = {}  # a pair over its budget: none (run_once says so, unrun)
-            if isinstance(reply, Execution) and reply.outcome.status == Status.OK:
-                got[EXAMPLE] = reply.outputs
-                got.update({r.probe.name: r.outputs for r in reply.probes if r.status == Status.OK})
-        return self.strict[spec.name].get(probe.name)
-
-    def explain(self, o: RunRecord, spec: BackendSpec, probe: Probe, reference: list) -> None:
-        """The hypothesis that explains a divergent run (``workers.judge.explain``), from eager's emulations on
-        the probe, each computed once per probe for all the targets (charged to the first pair that asks); a fault
-        or error leaves it unexplained, and so does its pair's budget run out (the next pair asks again)."""
-        modes = hypotheses(o.verdict, bool(o.tf32), declared(o.backend_info, spec.options))
-        done = self.emulated.setdefault(probe.name, {})
-        missing = tuple(m for m in modes if m not in done)
-        if missing:
-            try:
-                self._load()
-                reply = self._charged(spec.name, EXPLAINING, Executor.emulate, self.vid, probe, missing,
-                                      self._reference_device(spec), timeout=max(60.0, self.s.timeout_s))
-            except RemoteError:
-                reply = None
-            if not isinstance(reply, dict) and self.over_budget(spec.name):
-                return
-            done.update(measure(reply, reference, self.s.compare) if isinstance(reply, dict) else
-                        dict.fromkeys(missing))
-        found = explain(o.symptom, self.outputs[(o.backend, probe.name)], reference, {m: done[m] for m in modes},
-                        self.s.compare)
-        if found is not None:
-            o.explanation, o.explain_ratio = str(found[0]), found[1]
-
-    def _ask(self, method, probe: Probe):
-        """``method``'s answer (an ``Executor`` method of the variant and a probe); None when it fails."""
-        try:
-            self._load()
-            reply = self.sb.request(method, self.vid, probe, timeout=max(60.0, self.s.timeout_s))
-        except RemoteError:
-            return None
-        if isinstance(reply, Fault):
-            self.loaded = False
-            return None
-        return reply
-
-    def numpy_answer(self, probe: Probe) -> list | None:
-        """numpy's outputs on a probe of a one-operator graph (``workers.judge.consensus``); None when it has none."""
-        return self._ask(Executor.numpy_answer, probe)
-
-    def raising_op(self, probe: Probe) -> str | None:
-        """The operator whose eager run raises on a probe the reference refused; None when unknown."""
-        return self._ask(Executor.raising_op, probe)
 
     def run(self, spec: BackendSpec) -> list[RunRecord]:
         """One outcome per probe (the example's first), or the one failure that stopped the backend."""
