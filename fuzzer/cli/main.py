@@ -183,6 +183,12 @@ def _check(campaign, seed_ids: list[str]) -> int:
     from gapfuzz.fuzzer.config.plan import plan_lines
 
     print("\n".join(plan_lines(campaign, seed_ids)))
+    if not (campaign.address or os.environ.get("RAY_ADDRESS")):  # a cluster's nodes check their own
+        for spec in campaign.backends.all():
+            why = spec.unavailable_reason()
+            if why:
+                print(f"{spec.name}: not available here: {why}" + (" (skipped: backends.skip_unavailable)"
+                      if campaign.backends.skip_unavailable else " (the run would stop)"))
     return 0
 
 

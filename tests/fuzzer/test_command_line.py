@@ -68,6 +68,17 @@ def test_inductor_without_a_cpp_compiler_is_unavailable_with_what_to_install(mon
     assert Inductor.unavailable_reason("cpu") is None or shutil.which("g++") is None
 
 
+def test_run_check_says_which_target_this_machine_cannot_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler++")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    (tmp_path / "c.yaml").write_text("name: c\nseeds: [{source: ops, include: ['ops/abs/float32/0']}]\n"
+                                     "backends: {targets: [inductor@cpu]}\n")
+    done = gapfuzz("run", tmp_path / "c.yaml", "--check", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "inductor@cpu: not available here: no C++ compiler (no-such-compiler++ is not on PATH" in done.stdout \
+        and "(the run would stop)" in done.stdout, done.stdout
+
+
 GELU = """
 name: gelu
 seeds: [{source: ops, include: ["ops/nn.functional.gelu/float32/0"]}]
