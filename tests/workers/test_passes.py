@@ -97,9 +97,11 @@ def test_a_pass_that_writes_a_column_it_did_not_declare_fails():
 
 def test_the_judging_chain_names_its_tiers_and_owns_each_column_once():
     names = [p.name for p in (*PROBE_CHAIN.passes, *VARIANT_CHAIN.passes)]
-    assert names == ["closeness", "task", "platform", "consensus", "tf32", "explain", "location", "culprit"]
+    assert names == ["closeness", "task", "loss", "platform", "consensus", "tf32", "explain", "pytorch rule",
+                     "location", "late location", "culprit"]
     owners = VARIANT_CHAIN.owner
     assert owners["verdict"] == "pass 'closeness'" and owners["task_agree"] == "pass 'task'"
+    assert owners["explanation"] == "pass 'loss'" and owners["torch_same"] == "pass 'pytorch rule'"
     assert owners["first_div_op"] == "pass 'location'" and owners["culprit"] == "pass 'culprit'"
     explain = next(p for p in PROBE_CHAIN.passes if p.name == "explain")
     assert explain.modes == {Mode.INFERENCE} and explain.flag == "explain"

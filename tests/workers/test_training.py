@@ -139,7 +139,7 @@ def test_with_train_layers_dropout_draws_alike_on_every_stack_and_batch_norm_sta
 
     from gapfuzz.fuzzer.generate import captured
     from gapfuzz.workers.judge.compare import compare
-    from gapfuzz.workers.run.executor import to_host
+    from gapfuzz.workers.run.backend_run import to_host
     from gapfuzz.workers.run.registry import parse_backend
     from gapfuzz.workers.run.training import draws_randomly, output_names
 
