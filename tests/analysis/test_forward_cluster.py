@@ -111,6 +111,7 @@ def test_the_gradient_aligner_says_whether_the_located_nodes_forward_diverged(st
     assert where.get("node_symptom") == (Symptom.NUMERIC if forward else None), where
 
 
+@pytest.mark.slow  # about 35 s; tests/analysis/test_one_cluster.py guards the keys of a forward and a backward fault
 @pytest.mark.ray
 def test_a_forward_matmul_fault_is_one_cluster_with_its_gradients_and_a_backward_fault_stays_apart(tmp_path, local_ray):
     from tests.conftest import run_campaign

@@ -213,6 +213,7 @@ def test_a_stack_that_ignores_strides_is_located_at_the_input(tmp_path, local_ra
     assert result.status == "reproducible" and result.failures == result.tries == 3, result
 
 
+@pytest.mark.slow  # about 50 s; tests/workers/test_releases.py guards the reference-suspect verdict
 @pytest.mark.ray
 def test_sign_at_nan_is_one_reference_suspect_cluster(tmp_path, local_ray):
     run = _run(SIGN, tmp_path / "sign")

@@ -13,6 +13,7 @@ from tests.conftest import gapfuzz
 pytestmark = pytest.mark.ray
 
 
+@pytest.mark.slow  # about 45 s; the cap check below guards the skip path
 def test_scan_records_every_seed_with_its_reason_and_resumes(tmp_path):
     os.environ["GAPFUZZ_PLUGINS"] = "tests.stacks.broken_seeds"
     try:
