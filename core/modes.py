@@ -126,7 +126,7 @@ class ModeField:
         self.attr = f"_{name}"
 
     def __get__(self, obj, objtype=None) -> RunMode:
-        return mode_of(DEFAULT_MODE) if obj is None else getattr(obj, self.attr, mode_of(DEFAULT_MODE))
+        return _BY_NAME[DEFAULT_MODE] if obj is None else getattr(obj, self.attr, _BY_NAME[DEFAULT_MODE])
 
     def __set__(self, obj, value) -> None:
         setattr(obj, self.attr, mode_of(value))
